@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// Sentinel errors; backends map their native errors onto these.
+var (
+	// ErrLeaseHeld: another owner holds a live lease on the tenant.
+	ErrLeaseHeld = errors.New("lease held by another worker")
+	// ErrLeaseLost: the lease expired or was taken over; the holder must stop at once.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrNotFound: no such record, lease or message.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a record with that key already exists.
+	ErrExists = errors.New("already exists")
+	// ErrNoMessage: nothing arrived within the wait.
+	ErrNoMessage = errors.New("no message")
+	// ErrConflict: a compare-and-set lost to a concurrent writer; re-read and retry.
+	ErrConflict = errors.New("concurrent update")
+)
+
+// Backend bundles one backend's implementation of every port.
+type Backend struct {
+	Inbox    Inbox
+	Claims   Claims
+	Leases   Leases
+	Results  Results
+	Signals  Signals
+	Jobs     Jobs
+	Presence Presence
+	// Close releases the backend's connections (not the data).
+	Close func() error
+}
+
+// Inbox is the set of per-tenant FIFO input queues.
+type Inbox interface {
+	// Publish appends job to the queue of job.Tenant. When it returns nil the job is durable
+	// (on the backend's configured sync policy). Publishing the same job.ID again within the
+	// backend's de-duplication window is a no-op that returns nil.
+	Publish(ctx context.Context, job Job) error
+	// Open starts consuming t's queue in order, one message at a time. The caller must hold
+	// t's lease. Any delivery left unacknowledged by a previous holder becomes available
+	// again at once, first in line. Only one Queue per tenant may be open at a time.
+	Open(ctx context.Context, t tenant.ID, opts QueueOptions) (Queue, error)
+	// Pending counts t's messages not yet acknowledged (waiting or in flight).
+	Pending(ctx context.Context, t tenant.ID) (int, error)
+	// Tenants returns every tenant with pending messages and their counts.
+	Tenants(ctx context.Context) (map[tenant.ID]int, error)
+	// DeadLetters lists the messages dead-lettered for t, oldest first.
+	DeadLetters(ctx context.Context, t tenant.ID) ([]DeadLetter, error)
+}
+
+// QueueOptions tune an open tenant queue.
+type QueueOptions struct {
+	// AckWait is how long a delivery stays invisible to others without Extend before it is
+	// delivered again. Zero means one minute.
+	AckWait time.Duration
+}
+
+// Queue is one owner's open view of a tenant's queue.
+type Queue interface {
+	// Next returns the next message in order, waiting at most wait. It returns ErrNoMessage
+	// when none arrived. A delivery that is neither acknowledged, retried nor dead-lettered
+	// blocks the queue: Next returns nothing newer until it is settled or its AckWait passes.
+	Next(ctx context.Context, wait time.Duration) (Delivery, error)
+	// Close stops consuming and removes the consumer state. Settle every delivery first;
+	// an unsettled one is delivered again to the next Open. Idempotent.
+	Close(ctx context.Context) error
+}
+
+// Delivery is one received message. Settling twice is not an error for Ack.
+type Delivery interface {
+	Job() Job
+	// Attempt is how many times the backend has delivered this message to this consumer (1 first).
+	Attempt() int
+	// Extend resets the AckWait clock (a heartbeat while the job runs).
+	Extend(ctx context.Context) error
+	// Ack removes the message from the queue for good. Idempotent.
+	Ack(ctx context.Context) error
+	// Retry gives the message back to be delivered again, first in line, after delay.
+	Retry(ctx context.Context, delay time.Duration) error
+	// DeadLetter moves the message to the tenant's dead-letter queue with reason, then removes it.
+	DeadLetter(ctx context.Context, reason string) error
+}
+
+// DeadLetter is a message moved aside after it kept failing.
+type DeadLetter struct {
+	Job    Job       `json:"job"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// Claims is the shared queue of claim requests: hints that a tenant has work and no owner.
+// The lease is the truth; a claim for a tenant with a live lease is simply dropped.
+type Claims interface {
+	// Request enqueues a claim request for t. Every call enqueues a new request: requests are
+	// never de-duplicated away, even when identical ones arrive back to back.
+	Request(ctx context.Context, t tenant.ID) error
+	// Next blocks until a claim request is available or ctx ends. A request that is not
+	// acknowledged is delivered again later.
+	Next(ctx context.Context) (Claim, error)
+	// Waiting counts requests not yet handed to any worker.
+	Waiting(ctx context.Context) (int, error)
+}
+
+// Claim is one delivered claim request.
+type Claim interface {
+	Tenant() tenant.ID
+	// Ack removes the request. Idempotent.
+	Ack(ctx context.Context) error
+}
+
+// Lease is a holder's view of its ownership of a tenant.
+type Lease struct {
+	Tenant tenant.ID `json:"tenant"`
+	Owner  string    `json:"owner"`
+	// Token is the fencing token: it increases strictly with every acquisition of any tenant's
+	// lease and stays the same across renewals of one acquisition.
+	Token     uint64        `json:"token"`
+	ClaimedAt time.Time     `json:"claimedAt"`
+	ExpiresAt time.Time     `json:"expiresAt"`
+	TTL       time.Duration `json:"ttl"`
+	// Version is the backend's compare-and-set handle for the current record; opaque.
+	Version uint64 `json:"-"`
+}
+
+// Leases stores tenant ownership with a time to live.
+type Leases interface {
+	// Acquire takes t for owner for ttl, or returns ErrLeaseHeld while another lease is live.
+	// Exactly one of any number of concurrent callers succeeds.
+	Acquire(ctx context.Context, t tenant.ID, owner string, ttl time.Duration) (Lease, error)
+	// Renew extends l by its TTL from now. ErrLeaseLost when l expired or was replaced;
+	// a renewal never resurrects an expired lease.
+	Renew(ctx context.Context, l Lease) (Lease, error)
+	// Release deletes l if it is still the current lease (compare-and-delete on its version).
+	// ErrLeaseLost when it is not; the caller treats that as already released.
+	Release(ctx context.Context, l Lease) error
+	// Get returns t's live lease, or ErrNotFound.
+	Get(ctx context.Context, t tenant.ID) (Lease, error)
+	// List returns every live lease.
+	List(ctx context.Context) ([]Lease, error)
+	// Expired delivers tenants whose lease ran out (not released) until ctx ends, so their
+	// pending work is re-claimed without waiting for a reconciler pass. Best effort; a backend
+	// without expiry notifications returns a nil channel and relies on the reconciler.
+	Expired(ctx context.Context) (<-chan tenant.ID, error)
+}
+
+// Results is the stream of job outcomes the router turns into replies.
+type Results interface {
+	// Publish appends r. Publishing a result for the same r.JobID again within the
+	// de-duplication window is a no-op, so a redelivered job can safely re-send its result.
+	Publish(ctx context.Context, r Result) error
+	// Next blocks for the next unacknowledged result (shared by all router instances).
+	Next(ctx context.Context) (ResultDelivery, error)
+}
+
+// ResultDelivery is one received result.
+type ResultDelivery interface {
+	Result() Result
+	// Ack removes the result from the router's queue. Idempotent.
+	Ack(ctx context.Context) error
+}
+
+// Signals carries best-effort, low-latency notices to a tenant's current owner. A lost
+// signal costs latency, never correctness.
+type Signals interface {
+	// Interrupt asks t's owner to stop a running job (see Interrupt for which).
+	Interrupt(ctx context.Context, t tenant.ID, in Interrupt) error
+	// Watch delivers t's interrupts until stop is called.
+	Watch(ctx context.Context, t tenant.ID) (in <-chan Interrupt, stop func(), err error)
+}
+
+// Interrupt names the job to stop.
+type Interrupt struct {
+	// JobID, when set, stops exactly that job if it is running.
+	JobID string `json:"jobId,omitempty"`
+	// Before, when set, stops a running job accepted before this job id (a newer instruction
+	// took over). Job ids sort by acceptance time.
+	Before string `json:"before,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Jobs is the records store for job state.
+type Jobs interface {
+	// Create stores a new record; ErrExists if the id is taken.
+	Create(ctx context.Context, rec JobRecord) error
+	// Get returns the record or ErrNotFound.
+	Get(ctx context.Context, id string) (JobRecord, error)
+	// Update applies fn to the current record and stores it with compare-and-set, retrying on
+	// concurrent writers. fn may be called more than once; returning an error aborts.
+	Update(ctx context.Context, id string, fn func(*JobRecord) error) (JobRecord, error)
+	// Recent returns up to n records, newest first.
+	Recent(ctx context.Context, n int) ([]JobRecord, error)
+	// Wait returns the record once until(rec) holds, or when ctx ends.
+	Wait(ctx context.Context, id string, until func(JobRecord) bool) (JobRecord, error)
+}
+
+// Presence records which workers are alive and what they do, for status and the dashboard.
+type Presence interface {
+	// Announce stores w, expiring after ttl unless announced again.
+	Announce(ctx context.Context, w WorkerInfo, ttl time.Duration) error
+	// Leave removes w at once. Idempotent.
+	Leave(ctx context.Context, id string) error
+	// List returns the live workers.
+	List(ctx context.Context) ([]WorkerInfo, error)
+}

@@ -1,0 +1,13 @@
+// Package broker defines the ports the claim protocol is written against: a tenant inbox
+// (FIFO per tenant, with dead letters), the shared claims queue, the results stream, leases
+// with fencing tokens, interrupt signals, worker presence and the job records store.
+//
+// Backends implement these interfaces in their own packages (natsjs for NATS JetStream; an SQS
+// FIFO + DynamoDB adapter can follow) and prove it by running brokertest.Run. Nothing here
+// mentions a backend's types: a port speaks in tenants, jobs, tokens and durations.
+//
+// Common contract for every method: ctx bounds how long it may block, and a cancelled ctx
+// returns ctx.Err() unwrapped. Methods do not retry on their own unless their doc says so;
+// the caller (worker, router, reconciler) owns retry policy. All implementations are safe for
+// concurrent use.
+package broker

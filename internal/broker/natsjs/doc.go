@@ -1,0 +1,19 @@
+// Package natsjs implements the broker ports on NATS JetStream: the embedded default (a NATS
+// server inside the webordinary process, JetStream on the data directory) and, unchanged, an
+// external server or cluster reached by URL.
+//
+// Layout on the server:
+//
+//	stream WO_IN       wo.in.<project>.<user>   work queue; one consumer per owned tenant
+//	stream WO_CLAIMS   wo.claims                work queue; one shared consumer "workers"
+//	stream WO_RESULTS  wo.out.<project>.<user>  limits (7 days); consumer "router"
+//	stream WO_DLQ      wo.dlq.<project>.<user>  limits (30 days)
+//	KV wo_leases       <project>.<user>         per-key TTL; fencing token = revision at acquire
+//	KV wo_jobs         <job id>                 job records
+//	KV wo_workers      <worker id>              presence, per-key TTL
+//	core subject       wo.sig.<project>.<user>  interrupts (best effort)
+//
+// A tenant's consumer exists only while the tenant is owned (created by Open, deleted by
+// Close): JetStream's ack cost grows with the number of consumers on a stream and 2.15 caps a
+// stream at 1,000 consumers by default, so consumers = owned tenants.
+package natsjs

@@ -1,0 +1,215 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+type inbox struct{ a *adapter }
+
+var _ broker.Inbox = (*inbox)(nil)
+
+func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
+	data, err := json.Marshal(job)
+	if err != nil {
+		return fmt.Errorf("natsjs: encode job %s: %w", job.ID, err)
+	}
+	_, err = in.a.js.Publish(ctx, subjInbox+job.Tenant.Subject(), data, jetstream.WithMsgID(job.ID))
+	if err != nil {
+		return ctxErr(ctx, fmt.Errorf("natsjs: publish job %s: %w", job.ID, err))
+	}
+	return nil
+}
+
+func consumerName(t tenant.ID) string { return "in_" + t.Name() }
+
+// Open creates the tenant's consumer. A consumer left behind by a previous owner that still
+// has a delivery in flight is replaced, so that delivery is available at once instead of
+// after its AckWait.
+func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions) (broker.Queue, error) {
+	if opts.AckWait == 0 {
+		opts.AckWait = time.Minute
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable: consumerName(t), FilterSubject: subjInbox + t.Subject(),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: opts.AckWait,
+		MaxAckPending: 1, MaxDeliver: -1, InactiveThreshold: time.Hour, Replicas: in.a.cfg.Replicas,
+	}
+	c, err := in.a.inbox.CreateOrUpdateConsumer(ctx, cfg)
+	if err == nil && c.CachedInfo().NumAckPending > 0 {
+		if err = in.a.inbox.DeleteConsumer(ctx, cfg.Durable); err == nil {
+			c, err = in.a.inbox.CreateOrUpdateConsumer(ctx, cfg)
+		}
+	}
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: open queue %s: %w", t, err))
+	}
+	return &queue{in: in, t: t, c: c}, nil
+}
+
+func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
+	subj := subjInbox + t.Subject()
+	info, err := in.a.inbox.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, ctxErr(ctx, fmt.Errorf("natsjs: pending %s: %w", t, err))
+	}
+	return int(info.State.Subjects[subj]), nil
+}
+
+func (in *inbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {
+	info, err := in.a.inbox.Info(ctx, jetstream.WithSubjectFilter(subjInbox+">"))
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: tenants with pending jobs: %w", err))
+	}
+	out := make(map[tenant.ID]int, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		t, err := tenant.ParseSubject(strings.TrimPrefix(subj, subjInbox))
+		if err == nil && n > 0 {
+			out[t] = int(n)
+		}
+	}
+	return out, nil
+}
+
+func (in *inbox) DeadLetters(ctx context.Context, t tenant.ID) ([]broker.DeadLetter, error) {
+	msgs, err := readAll(ctx, in.a.js, streamDLQ, subjDLQ+t.Subject())
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: dead letters %s: %w", t, err))
+	}
+	out := make([]broker.DeadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		var dl broker.DeadLetter
+		if json.Unmarshal(m.Data(), &dl) == nil {
+			out = append(out, dl)
+		}
+	}
+	return out, nil
+}
+
+// readAll reads every message on subject with an ordered consumer.
+func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string) ([]jetstream.Msg, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return nil, err
+	}
+	n := int(info.State.Subjects[subject])
+	if n == 0 {
+		return nil, nil
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return nil, err
+	}
+	var out []jetstream.Msg
+	for len(out) < n {
+		batch, err := c.Fetch(n-len(out), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		before := len(out)
+		for m := range batch.Messages() {
+			out = append(out, m)
+		}
+		if len(out) == before {
+			break
+		}
+	}
+	return out, nil
+}
+
+type queue struct {
+	in *inbox
+	t  tenant.ID
+	c  jetstream.Consumer
+}
+
+func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
+	fctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	m, err := q.c.Next(jetstream.FetchContext(fctx))
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, broker.ErrNoMessage
+		}
+		return nil, fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
+	}
+	return newDelivery(q, m)
+}
+
+func (q *queue) Close(ctx context.Context) error {
+	err := q.in.a.inbox.DeleteConsumer(ctx, consumerName(q.t))
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return ctxErr(ctx, fmt.Errorf("natsjs: close queue %s: %w", q.t, err))
+	}
+	return nil
+}
+
+type delivery struct {
+	q       *queue
+	m       jetstream.Msg
+	job     broker.Job
+	attempt int
+}
+
+func newDelivery(q *queue, m jetstream.Msg) (*delivery, error) {
+	d := &delivery{q: q, m: m, attempt: 1}
+	if meta, err := m.Metadata(); err == nil {
+		d.attempt = int(meta.NumDelivered)
+	}
+	if err := json.Unmarshal(m.Data(), &d.job); err != nil {
+		return d, fmt.Errorf("natsjs: undecodable job on %s: %w", m.Subject(), err)
+	}
+	return d, nil
+}
+
+func (d *delivery) Job() broker.Job { return d.job }
+func (d *delivery) Attempt() int    { return d.attempt }
+
+func (d *delivery) Extend(ctx context.Context) error {
+	return ctxErr(ctx, wrap("extend", d.job.ID, d.m.InProgress()))
+}
+
+func (d *delivery) Ack(ctx context.Context) error {
+	err := d.m.DoubleAck(ctx)
+	if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		return nil
+	}
+	return ctxErr(ctx, wrap("ack", d.job.ID, err))
+}
+
+func (d *delivery) Retry(ctx context.Context, delay time.Duration) error {
+	return ctxErr(ctx, wrap("retry", d.job.ID, d.m.NakWithDelay(delay)))
+}
+
+func (d *delivery) DeadLetter(ctx context.Context, reason string) error {
+	data, _ := json.Marshal(broker.DeadLetter{Job: d.job, Reason: reason, At: time.Now()})
+	_, err := d.q.in.a.js.Publish(ctx, subjDLQ+d.q.t.Subject(), data, jetstream.WithMsgID("dlq-"+d.job.ID))
+	if err != nil {
+		return ctxErr(ctx, wrap("dead-letter", d.job.ID, err))
+	}
+	return d.Ack(ctx)
+}
+
+func wrap(op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("natsjs: %s job %s: %w", op, id, err)
+}

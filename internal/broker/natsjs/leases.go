@@ -1,0 +1,163 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// leases keeps one key per tenant in a KV bucket with per-key TTL. The fencing token is the
+// revision of the acquiring write: revisions are the bucket stream's sequence numbers, so they
+// increase strictly across all tenants. Renewal publishes with expected-last-subject-sequence
+// and a fresh per-message TTL (kv.Update would drop the TTL). Expiry is also checked against
+// the ExpiresAt written in the value, because the server removes expired keys up to ~250 ms late.
+type leases struct {
+	kv jetstream.KeyValue
+	js jetstream.JetStream
+}
+
+var _ broker.Leases = (*leases)(nil)
+
+type leaseValue struct {
+	Owner     string        `json:"owner"`
+	Token     uint64        `json:"token,omitempty"`
+	ClaimedAt time.Time     `json:"claimedAt"`
+	ExpiresAt time.Time     `json:"expiresAt"`
+	TTL       time.Duration `json:"ttl"`
+}
+
+func (v leaseValue) lease(t tenant.ID, version uint64) broker.Lease {
+	token := v.Token
+	if token == 0 {
+		token = version
+	}
+	return broker.Lease{Tenant: t, Owner: v.Owner, Token: token, ClaimedAt: v.ClaimedAt,
+		ExpiresAt: v.ExpiresAt, TTL: v.TTL, Version: version}
+}
+
+func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl time.Duration) (broker.Lease, error) {
+	if ttl < time.Second {
+		return broker.Lease{}, fmt.Errorf("natsjs: lease ttl %s is below the 1s minimum", ttl)
+	}
+	now := time.Now()
+	v := leaseValue{Owner: owner, ClaimedAt: now, ExpiresAt: now.Add(ttl), TTL: ttl}
+	data, _ := json.Marshal(v)
+	rev, err := l.kv.Create(ctx, t.Subject(), data, jetstream.KeyTTL(ttl))
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+		return broker.Lease{}, broker.ErrLeaseHeld
+	}
+	if err != nil {
+		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", t, err))
+	}
+	return v.lease(t, rev), nil
+}
+
+func (l *leases) Renew(ctx context.Context, old broker.Lease) (broker.Lease, error) {
+	now := time.Now()
+	if !now.Before(old.ExpiresAt) {
+		return broker.Lease{}, broker.ErrLeaseLost
+	}
+	v := leaseValue{Owner: old.Owner, Token: old.Token, ClaimedAt: old.ClaimedAt, ExpiresAt: now.Add(old.TTL), TTL: old.TTL}
+	data, _ := json.Marshal(v)
+	ack, err := l.js.Publish(ctx, "$KV."+bucketLeases+"."+old.Tenant.Subject(), data,
+		jetstream.WithExpectLastSequencePerSubject(old.Version), jetstream.WithMsgTTL(old.TTL))
+	if isWrongLastSeq(err) {
+		return broker.Lease{}, broker.ErrLeaseLost
+	}
+	if err != nil {
+		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("natsjs: renew %s: %w", old.Tenant, err))
+	}
+	return v.lease(old.Tenant, ack.Sequence), nil
+}
+
+func (l *leases) Release(ctx context.Context, old broker.Lease) error {
+	err := l.kv.Delete(ctx, old.Tenant.Subject(), jetstream.LastRevision(old.Version))
+	if isWrongLastSeq(err) {
+		return broker.ErrLeaseLost
+	}
+	if err != nil {
+		return ctxErr(ctx, fmt.Errorf("natsjs: release %s: %w", old.Tenant, err))
+	}
+	return nil
+}
+
+func (l *leases) Get(ctx context.Context, t tenant.ID) (broker.Lease, error) {
+	e, err := l.kv.Get(ctx, t.Subject())
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return broker.Lease{}, broker.ErrNotFound
+	}
+	if err != nil {
+		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("natsjs: get lease %s: %w", t, err))
+	}
+	return liveLease(t, e)
+}
+
+func liveLease(t tenant.ID, e jetstream.KeyValueEntry) (broker.Lease, error) {
+	var v leaseValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return broker.Lease{}, fmt.Errorf("natsjs: lease %s: %w", t, err)
+	}
+	if !time.Now().Before(v.ExpiresAt) {
+		return broker.Lease{}, broker.ErrNotFound
+	}
+	return v.lease(t, e.Revision()), nil
+}
+
+func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
+	keys, err := l.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: list leases: %w", err))
+	}
+	var out []broker.Lease
+	for k := range keys.Keys() {
+		t, err := tenant.ParseSubject(k)
+		if err != nil {
+			continue
+		}
+		if lease, err := l.Get(ctx, t); err == nil {
+			out = append(out, lease)
+		}
+	}
+	return out, ctx.Err()
+}
+
+// Expired watches the bucket for TTL markers (reported as purges; a release is a delete).
+func (l *leases) Expired(ctx context.Context) (<-chan tenant.ID, error) {
+	w, err := l.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: watch leases: %w", err))
+	}
+	out := make(chan tenant.ID, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || e.Operation() != jetstream.KeyValuePurge {
+					continue
+				}
+				if t, err := tenant.ParseSubject(e.Key()); err == nil {
+					select {
+					case out <- t:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,202 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// Names of the streams, buckets and subjects this adapter uses.
+const (
+	streamInbox   = "WO_IN"
+	streamClaims  = "WO_CLAIMS"
+	streamResults = "WO_RESULTS"
+	streamDLQ     = "WO_DLQ"
+	bucketLeases  = "wo_leases"
+	bucketJobs    = "wo_jobs"
+	bucketWorkers = "wo_workers"
+
+	subjInbox   = "wo.in."
+	subjClaims  = "wo.claims"
+	subjResults = "wo.out."
+	subjDLQ     = "wo.dlq."
+	subjSignals = "wo.sig."
+
+	consumerClaims  = "workers"
+	consumerResults = "router"
+)
+
+// Config tunes the adapter.
+type Config struct {
+	// Replicas for every stream and bucket: 1 on a single server, 3 on a cluster.
+	Replicas int
+	// ClaimAckWait is how long a received claim request may stay unacknowledged before another
+	// worker gets it. Default 5s.
+	ClaimAckWait time.Duration
+	// ResultAckWait is the same for results. Default 30s.
+	ResultAckWait time.Duration
+	// DedupWindow bounds idempotent Publish of jobs and results. Default 2m.
+	DedupWindow time.Duration
+	// JobRetention is how long job records are kept after their last update. Default 30 days.
+	JobRetention time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.ClaimAckWait == 0 {
+		c.ClaimAckWait = 5 * time.Second
+	}
+	if c.ResultAckWait == 0 {
+		c.ResultAckWait = 30 * time.Second
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = 2 * time.Minute
+	}
+	if c.JobRetention == 0 {
+		c.JobRetention = 30 * 24 * time.Hour
+	}
+	return c
+}
+
+// New sets up (idempotently) every stream and bucket on nc's server and returns the backend.
+// Close on the backend does not close nc.
+func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error) {
+	cfg = cfg.withDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: %w", err)
+	}
+	a := &adapter{nc: nc, js: js, cfg: cfg}
+	if err := a.setup(ctx); err != nil {
+		return nil, err
+	}
+	return &broker.Backend{
+		Inbox:    &inbox{a: a},
+		Claims:   &claims{a: a},
+		Leases:   &leases{kv: a.leases, js: js},
+		Results:  &results{a: a},
+		Signals:  &signals{nc: nc},
+		Jobs:     &jobs{kv: a.jobs},
+		Presence: &presence{a: a},
+		Close:    func() error { return nil },
+	}, nil
+}
+
+type adapter struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+
+	inbox, claims, results, dlq jetstream.Stream
+	claimsConsumer              jetstream.Consumer
+	resultsConsumer             jetstream.Consumer
+	leases, jobs, workers       jetstream.KeyValue
+}
+
+func (a *adapter) setup(ctx context.Context) error {
+	steps := []func(context.Context) error{a.setupStreams, a.setupConsumers, a.setupBuckets}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return fmt.Errorf("natsjs: setup: %w", err)
+		}
+	}
+	return nil
+}
+
+func (a *adapter) setupStreams(ctx context.Context) error {
+	var err error
+	r := a.cfg.Replicas
+	if a.inbox, err = a.stream(ctx, jetstream.StreamConfig{Name: streamInbox, Subjects: []string{subjInbox + "*.*"},
+		Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
+		return err
+	}
+	if a.claims, err = a.stream(ctx, jetstream.StreamConfig{Name: streamClaims, Subjects: []string{subjClaims},
+		Retention: jetstream.WorkQueuePolicy, Replicas: r}); err != nil {
+		return err
+	}
+	if a.results, err = a.stream(ctx, jetstream.StreamConfig{Name: streamResults, Subjects: []string{subjResults + "*.*"},
+		MaxAge: 7 * 24 * time.Hour, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
+		return err
+	}
+	a.dlq, err = a.stream(ctx, jetstream.StreamConfig{Name: streamDLQ, Subjects: []string{subjDLQ + "*.*"},
+		MaxAge: 30 * 24 * time.Hour, Replicas: r})
+	return err
+}
+
+func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	cfg.Storage = jetstream.FileStorage
+	s, err := a.js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+func (a *adapter) setupConsumers(ctx context.Context) error {
+	var err error
+	a.claimsConsumer, err = a.claims.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: consumerClaims, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ClaimAckWait,
+		MaxAckPending: -1, MaxDeliver: -1, Replicas: a.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", consumerClaims, err)
+	}
+	a.resultsConsumer, err = a.results.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: consumerResults, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ResultAckWait,
+		MaxAckPending: 1000, MaxDeliver: -1, Replicas: a.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", consumerResults, err)
+	}
+	return nil
+}
+
+func (a *adapter) setupBuckets(ctx context.Context) error {
+	var err error
+	r := a.cfg.Replicas
+	if a.leases, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketLeases, History: 1,
+		LimitMarkerTTL: time.Second, Replicas: r}); err != nil {
+		return err
+	}
+	if a.jobs, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketJobs, History: 1,
+		TTL: a.cfg.JobRetention, Replicas: r}); err != nil {
+		return err
+	}
+	a.workers, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketWorkers, History: 1,
+		LimitMarkerTTL: time.Second, Replicas: r})
+	return err
+}
+
+func (a *adapter) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	cfg.Storage = jetstream.FileStorage
+	kv, err := a.js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// ctxErr returns ctx.Err() unwrapped when ctx ended, else err.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return errors.Is(err, jetstream.ErrKeyExists)
+}

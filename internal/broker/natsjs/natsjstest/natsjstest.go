@@ -1,0 +1,70 @@
+// Package natsjstest starts a real embedded NATS JetStream server per test, so tests of the
+// worker, router and CLI run against the engine itself, never a mock.
+package natsjstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/natsjs"
+)
+
+// Env is one test's engine.
+type Env struct {
+	Server  *server.Server
+	Conn    *nats.Conn
+	Backend *broker.Backend
+	// URL is set when the server listens on loopback (Options.Listen).
+	URL string
+}
+
+// Options tune Start.
+type Options struct {
+	// Listen opens a loopback port so other processes can connect.
+	Listen bool
+	// NoSync relaxes fsync (faster tests that do not test durability).
+	NoSync bool
+}
+
+// Start starts a server on t.TempDir() and a backend on an in-process connection; both stop
+// at the end of the test.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	cfg := natsjs.ServerConfig{Dir: t.TempDir(), NoSync: opts.NoSync}
+	if opts.Listen {
+		cfg.Listen = "127.0.0.1:-1"
+	}
+	s, err := natsjs.StartServer(cfg)
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	env := &Env{Server: s}
+	if opts.Listen {
+		env.URL = s.ClientURL()
+	}
+	env.Conn, env.Backend = Connect(t, env)
+	return env
+}
+
+// Connect opens another in-process connection and backend on env's server.
+func Connect(t testing.TB, env *Env) (*nats.Conn, *broker.Backend) {
+	t.Helper()
+	nc, err := natsjs.ConnectInProcess(env.Server, "", "")
+	if err != nil {
+		t.Fatalf("connect nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := natsjs.New(ctx, nc, natsjs.Config{ClaimAckWait: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("natsjs backend: %v", err)
+	}
+	return nc, b
+}

@@ -1,0 +1,68 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+type results struct{ a *adapter }
+
+var _ broker.Results = (*results)(nil)
+
+func (r *results) Publish(ctx context.Context, res broker.Result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("natsjs: encode result %s: %w", res.JobID, err)
+	}
+	_, err = r.a.js.Publish(ctx, subjResults+res.Tenant.Subject(), data, jetstream.WithMsgID("result-"+res.JobID))
+	if err != nil {
+		return ctxErr(ctx, fmt.Errorf("natsjs: publish result %s: %w", res.JobID, err))
+	}
+	return nil
+}
+
+func (r *results) Next(ctx context.Context) (broker.ResultDelivery, error) {
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := r.a.resultsConsumer.Next(jetstream.FetchContext(pctx))
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("natsjs: next result: %w", err)
+		}
+		var res broker.Result
+		if err := json.Unmarshal(m.Data(), &res); err != nil {
+			_ = m.Term()
+			continue
+		}
+		return &resultDelivery{res: res, m: m}, nil
+	}
+}
+
+type resultDelivery struct {
+	res broker.Result
+	m   jetstream.Msg
+}
+
+func (d *resultDelivery) Result() broker.Result { return d.res }
+
+func (d *resultDelivery) Ack(ctx context.Context) error {
+	err := d.m.Ack()
+	if err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		return fmt.Errorf("natsjs: ack result %s: %w", d.res.JobID, err)
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package natsjs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// ServerConfig configures the embedded NATS server.
+type ServerConfig struct {
+	// Dir holds JetStream's files. Required.
+	Dir string
+	// NoSync relaxes fsync-per-write (sync_always) to the server's periodic sync: faster, but a
+	// power loss can lose the last accepted jobs. Off by default.
+	NoSync bool
+	// Listen is a host:port to accept clients on (other worker processes); empty = in-process only.
+	Listen string
+	// User and Password are required by clients when set; required for a non-loopback Listen.
+	User, Password string
+	// Name is the server name; default "webordinary".
+	Name string
+}
+
+func (c ServerConfig) validate() error {
+	if c.Dir == "" {
+		return errors.New("natsjs: server needs a data directory (--data)")
+	}
+	if c.Listen == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("natsjs: listen address %q: %w (use host:port, e.g. 127.0.0.1:4222)", c.Listen, err)
+	}
+	if !isLoopback(host) && (c.User == "" || c.Password == "") {
+		return fmt.Errorf("natsjs: refusing to listen on non-loopback %q without credentials: set --nats-user and --nats-password, or listen on 127.0.0.1", c.Listen)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// StartServer starts an embedded NATS server with JetStream and waits until it is ready.
+func StartServer(cfg ServerConfig) (*server.Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	opts, err := serverOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: new server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("natsjs: embedded server not ready after 10s (is the data directory locked by another webordinary?)")
+	}
+	return s, nil
+}
+
+func serverOptions(cfg ServerConfig) (*server.Options, error) {
+	name := cfg.Name
+	if name == "" {
+		name = "webordinary"
+	}
+	opts := &server.Options{
+		ServerName: name,
+		JetStream:  true,
+		StoreDir:   cfg.Dir,
+		SyncAlways: !cfg.NoSync,
+		NoSigs:     true,
+		NoLog:      true,
+		DontListen: cfg.Listen == "",
+		Username:   cfg.User,
+		Password:   cfg.Password,
+	}
+	if cfg.Listen != "" {
+		host, port, _ := net.SplitHostPort(cfg.Listen)
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("natsjs: listen port %q: %w", port, err)
+		}
+		opts.Host, opts.Port = host, p
+	}
+	return opts, nil
+}
+
+// ConnectInProcess connects to an embedded server without a socket.
+func ConnectInProcess(s *server.Server, user, password string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.InProcessServer(s), nats.Name("webordinary"), nats.MaxReconnects(-1)}
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, password))
+	}
+	nc, err := nats.Connect("", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: in-process connect: %w", err)
+	}
+	return nc, nil
+}
+
+// Connect connects to an external server or cluster (comma-separated URLs).
+func Connect(url, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: connect %s: %w (is `webordinary serve --nats-listen` running there?)", url, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,117 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// Job is one instruction for a tenant, as it travels through the inbox.
+type Job struct {
+	ID          string       `json:"id"`
+	Tenant      tenant.ID    `json:"tenant"`
+	Thread      string       `json:"thread"`
+	Instruction string       `json:"instruction"`
+	RepoURL     string       `json:"repoUrl,omitempty"`
+	From        string       `json:"from,omitempty"`
+	Subject     string       `json:"subject,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+	AcceptedAt  time.Time    `json:"acceptedAt"`
+}
+
+// Attachment is a file sent with an instruction.
+type Attachment struct {
+	Name        string `json:"name"`
+	ContentType string `json:"contentType,omitempty"`
+	Data        []byte `json:"data"`
+}
+
+// State is where a job is in its life: queued → claimed → running → one final state.
+type State string
+
+// Job states. Claimed is derived (queued while the tenant has a live owner).
+const (
+	StateQueued      State = "queued"
+	StateClaimed     State = "claimed"
+	StateRunning     State = "running"
+	StateDone        State = "done"
+	StateFailed      State = "failed"
+	StateInterrupted State = "interrupted"
+	StateDead        State = "dead"
+)
+
+// Final reports whether s ends a job's life.
+func (s State) Final() bool {
+	switch s {
+	case StateDone, StateFailed, StateInterrupted, StateDead:
+		return true
+	}
+	return false
+}
+
+// JobRecord is a job's stored state.
+type JobRecord struct {
+	Job        Job       `json:"job"`
+	State      State     `json:"state"`
+	Attempts   int       `json:"attempts"`
+	Worker     string    `json:"worker,omitempty"`
+	LeaseToken uint64    `json:"leaseToken,omitempty"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	LastError  string    `json:"lastError,omitempty"`
+	Result     *Result   `json:"result,omitempty"`
+}
+
+// Result is a job's outcome.
+type Result struct {
+	JobID      string        `json:"jobId"`
+	Tenant     tenant.ID     `json:"tenant"`
+	Thread     string        `json:"thread"`
+	State      State         `json:"state"`
+	Summary    string        `json:"summary,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	ExitCode   int           `json:"exitCode"`
+	OutputTail string        `json:"outputTail,omitempty"`
+	Duration   time.Duration `json:"duration"`
+	Attempt    int           `json:"attempt"`
+	Worker     string        `json:"worker,omitempty"`
+	LeaseToken uint64        `json:"leaseToken,omitempty"`
+	FinishedAt time.Time     `json:"finishedAt"`
+	// Details carries processor-specific fields (files changed, commit, preview URLs...).
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// WorkerInfo is one worker's self-reported state.
+type WorkerInfo struct {
+	ID         string    `json:"id"`
+	Process    string    `json:"process"`
+	State      string    `json:"state"`
+	Tenant     string    `json:"tenant,omitempty"`
+	JobID      string    `json:"jobId,omitempty"`
+	LeaseToken uint64    `json:"leaseToken,omitempty"`
+	Heartbeat  time.Time `json:"heartbeat"`
+}
+
+var idState struct {
+	sync.Mutex
+	last uint64
+}
+
+// NewJobID returns an id that sorts by creation time: "j" + 16 hex digits of nanoseconds
+// (strictly increasing within this process) + 8 random hex digits.
+func NewJobID() string {
+	idState.Lock()
+	now := uint64(time.Now().UnixNano())
+	if now <= idState.last {
+		now = idState.last + 1
+	}
+	idState.last = now
+	idState.Unlock()
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("j%016x%08x", now, binary.BigEndian.Uint32(r[:]))
+}

@@ -1,0 +1,180 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// Policy says what a new instruction does to a tenant's running job.
+type Policy string
+
+// Interrupt policies.
+const (
+	PolicyInterrupt Policy = "interrupt" // cancel the running job; the new one runs next
+	PolicyQueue     Policy = "queue"     // let it finish
+)
+
+// ErrInvalid wraps every validation failure of a Request.
+var ErrInvalid = errors.New("invalid request")
+
+// MaxInstruction bounds an instruction's size.
+const MaxInstruction = 64 << 10
+
+// Config configures a Router.
+type Config struct {
+	// Backend provides the broker ports. Required.
+	Backend *broker.Backend
+	// Policy returns a tenant's interrupt policy. Default: PolicyInterrupt for everyone.
+	Policy func(ctx context.Context, t tenant.ID) Policy
+	// ReconcileEvery is the reconciler's period. Default 3s.
+	ReconcileEvery time.Duration
+	// RepeatClaimAfter spaces repeated claim requests for a tenant that stays unowned. Default 30s.
+	RepeatClaimAfter time.Duration
+	// OnResult is called for each job result, in order per router; an error leaves the result
+	// to be delivered again. Default: log it.
+	OnResult func(ctx context.Context, r broker.Result) error
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Policy == nil {
+		c.Policy = func(context.Context, tenant.ID) Policy { return PolicyInterrupt }
+	}
+	if c.ReconcileEvery == 0 {
+		c.ReconcileEvery = 3 * time.Second
+	}
+	if c.RepeatClaimAfter == 0 {
+		c.RepeatClaimAfter = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Router is safe for concurrent use.
+type Router struct {
+	cfg Config
+	b   *broker.Backend
+	log *slog.Logger
+
+	mu       sync.Mutex
+	unowned  map[tenant.ID]bool      // unowned with pending jobs at the last reconcile pass
+	lastAsks map[tenant.ID]time.Time // the reconciler's last claim request per tenant
+}
+
+// New validates cfg and returns a Router.
+func New(cfg Config) (*Router, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Backend == nil {
+		return nil, errors.New("router: no backend configured")
+	}
+	return &Router{cfg: cfg, b: cfg.Backend, log: cfg.Logger,
+		unowned: map[tenant.ID]bool{}, lastAsks: map[tenant.ID]time.Time{}}, nil
+}
+
+// Request is one instruction to submit.
+type Request struct {
+	Project     string              `json:"project"`
+	User        string              `json:"user"`
+	Thread      string              `json:"thread,omitempty"`
+	Instruction string              `json:"instruction"`
+	RepoURL     string              `json:"repoUrl,omitempty"`
+	From        string              `json:"from,omitempty"`
+	Subject     string              `json:"subject,omitempty"`
+	Attachments []broker.Attachment `json:"attachments,omitempty"`
+}
+
+func (req Request) job() (broker.Job, error) {
+	t, err := tenant.New(req.Project, req.User)
+	if err != nil {
+		return broker.Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if req.Thread == "" {
+		req.Thread = newThreadID()
+	}
+	if err := tenant.ValidatePart("thread", req.Thread); err != nil {
+		return broker.Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	switch {
+	case strings.TrimSpace(req.Instruction) == "":
+		return broker.Job{}, fmt.Errorf("%w: the instruction is empty; say what to change", ErrInvalid)
+	case len(req.Instruction) > MaxInstruction:
+		return broker.Job{}, fmt.Errorf("%w: the instruction is %d bytes; keep it under %d", ErrInvalid, len(req.Instruction), MaxInstruction)
+	}
+	return broker.Job{ID: broker.NewJobID(), Tenant: t, Thread: req.Thread, Instruction: req.Instruction,
+		RepoURL: req.RepoURL, From: req.From, Subject: req.Subject, Attachments: req.Attachments,
+		AcceptedAt: time.Now()}, nil
+}
+
+func newThreadID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "t" + hex.EncodeToString(b[:])
+}
+
+// Submit accepts req: when it returns nil error the job is durable and some worker will run it.
+func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, error) {
+	job, err := req.job()
+	if err != nil {
+		return broker.JobRecord{}, err
+	}
+	rec := broker.JobRecord{Job: job, State: broker.StateQueued}
+	if err := r.b.Jobs.Create(ctx, rec); err != nil {
+		return rec, fmt.Errorf("router: record job: %w", err)
+	}
+	if err := r.b.Inbox.Publish(ctx, job); err != nil {
+		r.abandon(job, err)
+		return rec, fmt.Errorf("router: enqueue job: %w", err)
+	}
+	r.nudge(ctx, job)
+	return rec, nil
+}
+
+// abandon marks a recorded job that could not be enqueued, so its record does not claim a
+// queued job that no worker will ever see.
+func (r *Router) abandon(job broker.Job, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = r.b.Jobs.Update(ctx, job.ID, func(rec *broker.JobRecord) error {
+		rec.State, rec.LastError, rec.FinishedAt = broker.StateFailed, "not accepted: "+cause.Error(), time.Now()
+		return nil
+	})
+}
+
+// nudge runs after the publish: claim when unowned, interrupt when owned and policy says so.
+// Failures here are logged, not returned: the job is accepted and the reconciler covers them.
+func (r *Router) nudge(ctx context.Context, job broker.Job) {
+	t := job.Tenant
+	_, err := r.b.Leases.Get(ctx, t)
+	switch {
+	case errors.Is(err, broker.ErrNotFound):
+		err = r.b.Claims.Request(ctx, t)
+	case err == nil && r.cfg.Policy(ctx, t) == PolicyInterrupt:
+		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Reason: "newer instruction " + job.ID})
+	}
+	if err != nil {
+		r.log.WarnContext(ctx, "after enqueue; the reconciler will follow up",
+			slog.String("tenant", t.String()), slog.String("job", job.ID), slog.Any("err", err))
+	}
+}
+
+// Interrupt asks the owner of job's tenant to stop job if it is running.
+func (r *Router) Interrupt(ctx context.Context, jobID, reason string) error {
+	rec, err := r.b.Jobs.Get(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	return r.b.Signals.Interrupt(ctx, rec.Job.Tenant, broker.Interrupt{JobID: jobID, Reason: reason})
+}

@@ -1,0 +1,139 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// Run runs the reconciler, the expired-lease watcher and the results consumer until ctx ends.
+func (r *Router) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.reconcileLoop(ctx) })
+	wg.Go(func() { r.watchExpired(ctx) })
+	wg.Go(func() { r.consumeResults(ctx) })
+	wg.Wait()
+	return nil
+}
+
+func (r *Router) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.ReconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := r.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "reconcile", slog.Any("err", err))
+			}
+		}
+	}
+}
+
+// Reconcile requests claims for tenants that have pending jobs and no live lease in two
+// consecutive passes (a tenant just released is re-requested by its releasing worker), then at
+// most once per RepeatClaimAfter while it stays unowned. It returns how many it requested.
+func (r *Router) Reconcile(ctx context.Context) (int, error) {
+	pending, err := r.b.Inbox.Tenants(ctx)
+	if err != nil {
+		return 0, err
+	}
+	unowned := map[tenant.ID]bool{}
+	for t := range pending {
+		if _, err := r.b.Leases.Get(ctx, t); errors.Is(err, broker.ErrNotFound) {
+			unowned[t] = true
+		}
+	}
+	return r.requestStuck(ctx, unowned)
+}
+
+func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, now := 0, time.Now()
+	for t := range unowned {
+		if !r.unowned[t] || now.Sub(r.lastAsks[t]) < r.cfg.RepeatClaimAfter {
+			continue
+		}
+		if err := r.b.Claims.Request(ctx, t); err != nil {
+			return n, err
+		}
+		r.log.InfoContext(ctx, "reconciler: claim requested for unowned tenant with pending jobs", slog.String("tenant", t.String()))
+		r.lastAsks[t] = now
+		n++
+	}
+	for t := range r.lastAsks {
+		if !unowned[t] {
+			delete(r.lastAsks, t)
+		}
+	}
+	r.unowned = unowned
+	return n, nil
+}
+
+// watchExpired requests a claim as soon as a lease runs out on a tenant with pending jobs.
+func (r *Router) watchExpired(ctx context.Context) {
+	for ctx.Err() == nil {
+		ch, err := r.b.Leases.Expired(ctx)
+		if err != nil || ch == nil {
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		for t := range ch {
+			r.claimIfPending(ctx, t)
+		}
+	}
+}
+
+func (r *Router) claimIfPending(ctx context.Context, t tenant.ID) {
+	if n, err := r.b.Inbox.Pending(ctx, t); err != nil || n == 0 {
+		return
+	}
+	r.log.InfoContext(ctx, "lease expired with jobs pending; claim requested", slog.String("tenant", t.String()))
+	if err := r.b.Claims.Request(ctx, t); err != nil {
+		r.log.WarnContext(ctx, "claim after expiry; the reconciler will follow up", slog.Any("err", err))
+	}
+}
+
+func (r *Router) consumeResults(ctx context.Context) {
+	for ctx.Err() == nil {
+		d, err := r.b.Results.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.WarnContext(ctx, "next result", slog.Any("err", err))
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		r.handleResult(ctx, d)
+	}
+}
+
+func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {
+	res := d.Result()
+	log := r.log.With(slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID))
+	if r.cfg.OnResult != nil {
+		if err := r.cfg.OnResult(ctx, res); err != nil {
+			log.WarnContext(ctx, "handle result; will be delivered again", slog.Any("err", err))
+			return
+		}
+	} else {
+		log.InfoContext(ctx, "result", slog.String("state", string(res.State)), slog.Duration("duration", res.Duration))
+	}
+	_ = d.Ack(ctx)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// Config configures a pool of workers in one process.
+type Config struct {
+	// Backend provides every broker port. Required.
+	Backend *broker.Backend
+	// Processor does each job's work. Required.
+	Processor Processor
+	// Workers is how many tenants this process serves at once. Default 1.
+	Workers int
+	// Process names this process in worker ids; default host-pid.
+	Process string
+	// LeaseTTL is how long a lease lives without renewal; a crashed worker's tenants move
+	// after about this long. Default 15s, minimum 1s.
+	LeaseTTL time.Duration
+	// Heartbeat is the renewal period. Default LeaseTTL/3.
+	Heartbeat time.Duration
+	// IdleRelease releases a tenant that had no job for this long. Default 30m.
+	IdleRelease time.Duration
+	// Quantum is how long a worker may keep a busy tenant while other tenants wait for a
+	// worker; it then releases after the current job (work-conserving). Default 500ms.
+	Quantum time.Duration
+	// MaxAttempts sends a job to the dead-letter queue after this many failed runs. Default 3.
+	MaxAttempts int
+	// RetryBackoff is the delay before the second attempt, doubled for each later one. Default 1s.
+	RetryBackoff time.Duration
+	// ShutdownGrace is how long a running job may finish after shutdown begins before it is
+	// interrupted and handed back. Default 10s.
+	ShutdownGrace time.Duration
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.Process == "" {
+		host, _ := os.Hostname()
+		c.Process = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 15 * time.Second
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.LeaseTTL / 3
+	}
+	if c.IdleRelease == 0 {
+		c.IdleRelease = 30 * time.Minute
+	}
+	if c.Quantum == 0 {
+		c.Quantum = 500 * time.Millisecond
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 3
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = time.Second
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Backend == nil:
+		return errors.New("worker: no backend configured")
+	case c.Processor == nil:
+		return errors.New("worker: no processor configured (set --agent-command)")
+	case c.Workers < 1:
+		return fmt.Errorf("worker: --workers must be at least 1, got %d", c.Workers)
+	case c.LeaseTTL < time.Second:
+		return fmt.Errorf("worker: lease TTL %s is below the 1s minimum", c.LeaseTTL)
+	case c.Heartbeat <= 0 || c.Heartbeat > c.LeaseTTL/2:
+		return fmt.Errorf("worker: heartbeat %s must be positive and at most half the lease TTL %s", c.Heartbeat, c.LeaseTTL)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("worker: max attempts must be at least 1, got %d", c.MaxAttempts)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// runJob runs one delivery to its end. It reports false when the tenant must be left at once
+// (lease lost, or shutdown handed the job back).
+func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
+	job := d.Job()
+	log := o.log.With(slog.String("job", job.ID))
+	rec, ok := o.record(d, log)
+	if !ok {
+		return true
+	}
+	if rec.State.Final() {
+		o.resettle(d, rec, log)
+		return true
+	}
+	if rec.Attempts >= o.w.cfg.MaxAttempts {
+		o.finish(d, rec, broker.StateDead, Outcome{}, fmt.Errorf("gave up after %d attempts: %s", rec.Attempts, rec.LastError), log)
+		return true
+	}
+	if o.lost() {
+		return false
+	}
+	rec, err := o.start(rec)
+	if err != nil {
+		log.ErrorContext(o.ctx, "mark job running", slog.Any("err", err))
+		_ = d.Retry(o.ctx, time.Second)
+		return true
+	}
+	out, perr, cause := o.process(shutdown, d, rec)
+	return o.settle(d, rec, out, perr, cause, log)
+}
+
+// record reads the job's record, creating it when missing (records expire; messages don't).
+func (o *ownership) record(d broker.Delivery, log *slog.Logger) (broker.JobRecord, bool) {
+	job := d.Job()
+	rec, err := o.b.Jobs.Get(o.ctx, job.ID)
+	if errors.Is(err, broker.ErrNotFound) {
+		rec = broker.JobRecord{Job: job, State: broker.StateQueued}
+		if err = o.b.Jobs.Create(o.ctx, rec); errors.Is(err, broker.ErrExists) {
+			rec, err = o.b.Jobs.Get(o.ctx, job.ID)
+		}
+	}
+	if err != nil {
+		log.ErrorContext(o.ctx, "read job record; retrying", slog.Any("err", err))
+		_ = d.Retry(o.ctx, time.Second)
+		return rec, false
+	}
+	return rec, true
+}
+
+func (o *ownership) start(rec broker.JobRecord) (broker.JobRecord, error) {
+	o.w.set("running", o.lease, rec.Job.ID)
+	return o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+		r.State, r.Attempts, r.Worker, r.LeaseToken = broker.StateRunning, r.Attempts+1, o.w.id, o.lease.Token
+		r.StartedAt = time.Now()
+		return nil
+	})
+}
+
+// process runs the processor with a context cancelled by lease loss (cause ErrLeaseLost),
+// an interrupt (ErrInterrupted) or shutdown after the grace period (ErrShutdown).
+func (o *ownership) process(shutdown context.Context, d broker.Delivery, rec broker.JobRecord) (Outcome, error, error) {
+	jctx, cancel := context.WithCancelCause(o.ctx)
+	defer cancel(nil)
+	o.mu.Lock()
+	o.cur = &current{id: rec.Job.ID, d: d, cancel: cancel}
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.cur = nil
+		o.mu.Unlock()
+		o.w.set("owning", o.lease, "")
+	}()
+	stopGrace := context.AfterFunc(shutdown, func() {
+		t := time.AfterFunc(o.w.cfg.ShutdownGrace, func() { cancel(ErrShutdown) })
+		context.AfterFunc(jctx, func() { t.Stop() })
+	})
+	defer stopGrace()
+	task := Task{Job: rec.Job, Attempt: rec.Attempts, Worker: o.w.id, LeaseToken: o.lease.Token, CheckLease: o.checkLease}
+	out, err := o.w.cfg.Processor.Process(jctx, task)
+	return out, err, context.Cause(jctx)
+}
+
+// settle turns the processor's return into the job's next state.
+func (o *ownership) settle(d broker.Delivery, rec broker.JobRecord, out Outcome, perr, cause error, log *slog.Logger) bool {
+	switch {
+	case o.lost():
+		log.WarnContext(o.ctx, "lease lost during job; leaving it to the next owner")
+		return false
+	case errors.Is(cause, ErrShutdown):
+		o.handBack(d, rec, log)
+		return false
+	case errors.Is(cause, ErrInterrupted):
+		o.finish(d, rec, broker.StateInterrupted, out, ErrInterrupted, log)
+	case perr == nil:
+		o.finish(d, rec, broker.StateDone, out, nil, log)
+	case errors.Is(perr, ErrPermanent):
+		o.finish(d, rec, broker.StateFailed, out, perr, log)
+	case rec.Attempts < o.w.cfg.MaxAttempts:
+		o.retry(d, rec, perr, log)
+	default:
+		o.finish(d, rec, broker.StateDead, out, fmt.Errorf("gave up after %d attempts: %w", rec.Attempts, perr), log)
+	}
+	return true
+}
+
+func (o *ownership) retry(d broker.Delivery, rec broker.JobRecord, perr error, log *slog.Logger) {
+	delay := o.w.cfg.RetryBackoff << (rec.Attempts - 1)
+	log.WarnContext(o.ctx, "job failed; will retry", slog.Int("attempt", rec.Attempts), slog.Duration("delay", delay), slog.Any("err", perr))
+	_, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+		r.State, r.LastError = broker.StateQueued, perr.Error()
+		return nil
+	})
+	if err != nil {
+		log.ErrorContext(o.ctx, "record failed attempt", slog.Any("err", err))
+	}
+	_ = d.Retry(o.ctx, delay)
+}
+
+// handBack returns a job interrupted by shutdown to the queue without counting the attempt.
+func (o *ownership) handBack(d broker.Delivery, rec broker.JobRecord, log *slog.Logger) {
+	log.InfoContext(o.ctx, "shutdown: handing job back")
+	_, _ = o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+		r.State, r.Attempts, r.LastError = broker.StateQueued, max(r.Attempts-1, 0), ErrShutdown.Error()
+		return nil
+	})
+	_ = d.Retry(o.ctx, 0)
+}
+
+// finish records a final state, publishes the result, then settles the message. A crash
+// between steps is repaired on redelivery by resettle (the record is already final).
+func (o *ownership) finish(d broker.Delivery, rec broker.JobRecord, state broker.State, out Outcome, cause error, log *slog.Logger) {
+	res := o.result(rec, state, out, cause)
+	rec, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+		r.State, r.FinishedAt, r.Result = state, res.FinishedAt, &res
+		if cause != nil {
+			r.LastError = cause.Error()
+		}
+		return nil
+	})
+	if err != nil {
+		log.ErrorContext(o.ctx, "record job result; will retry", slog.Any("err", err))
+		_ = d.Retry(o.ctx, time.Second)
+		return
+	}
+	log.InfoContext(o.ctx, "job finished", slog.String("state", string(state)), slog.Duration("duration", res.Duration))
+	o.resettle(d, rec, log)
+}
+
+// resettle publishes a final record's result (de-duplicated by job id) and settles the message.
+func (o *ownership) resettle(d broker.Delivery, rec broker.JobRecord, log *slog.Logger) {
+	if rec.Result != nil {
+		if err := o.b.Results.Publish(o.ctx, *rec.Result); err != nil {
+			log.ErrorContext(o.ctx, "publish result; will retry", slog.Any("err", err))
+			_ = d.Retry(o.ctx, time.Second)
+			return
+		}
+	}
+	var err error
+	if rec.State == broker.StateDead {
+		err = d.DeadLetter(o.ctx, rec.LastError)
+	} else {
+		err = d.Ack(o.ctx)
+	}
+	if err != nil {
+		log.ErrorContext(o.ctx, "settle job message", slog.Any("err", err))
+	}
+}
+
+func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome, cause error) broker.Result {
+	now := time.Now()
+	res := broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: rec.Job.Thread, State: state,
+		Summary: out.Summary, ExitCode: out.ExitCode, OutputTail: out.OutputTail, Attempt: rec.Attempts,
+		Worker: o.w.id, LeaseToken: o.lease.Token, FinishedAt: now, Details: out.Details}
+	if !rec.StartedAt.IsZero() {
+		res.Duration = now.Sub(rec.StartedAt)
+	}
+	if cause != nil {
+		res.Error = cause.Error()
+	}
+	return res
+}

@@ -1,0 +1,226 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// pollWait bounds one wait for a tenant's next job, so release decisions and shutdown are
+// looked at several times a second; a job published during the wait is delivered at once.
+const pollWait = 250 * time.Millisecond
+
+// ownership is one worker's tenure of one tenant, from acquire to release.
+type ownership struct {
+	w   *Worker
+	b   *broker.Backend
+	log *slog.Logger
+
+	ctx    context.Context // cancelled with broker.ErrLeaseLost when the lease is lost
+	cancel context.CancelCauseFunc
+
+	claimedAt time.Time
+	lastJob   time.Time
+	idle      bool
+
+	mu    sync.Mutex
+	lease broker.Lease
+	cur   *current
+}
+
+type current struct {
+	id     string
+	d      broker.Delivery
+	cancel context.CancelCauseFunc
+}
+
+func newOwnership(w *Worker, lease broker.Lease) *ownership {
+	now := time.Now()
+	return &ownership{w: w, b: w.cfg.Backend, lease: lease, claimedAt: now, lastJob: now,
+		log: w.log().With(slog.String("tenant", lease.Tenant.String()), slog.Uint64("token", lease.Token))}
+}
+
+// run serves the tenant until release; shutdown is the pool's context.
+func (o *ownership) run(shutdown context.Context) {
+	o.ctx, o.cancel = context.WithCancelCause(context.WithoutCancel(shutdown))
+	defer o.cancel(nil)
+	o.w.set("owning", o.lease, "")
+	hbStop, hbDone := make(chan struct{}), make(chan struct{})
+	go o.heartbeat(hbStop, hbDone)
+	q, err := o.b.Inbox.Open(o.ctx, o.lease.Tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
+	if err != nil {
+		o.log.ErrorContext(o.ctx, "open tenant queue", slog.Any("err", err))
+	} else {
+		o.serve(shutdown, q)
+	}
+	close(hbStop)
+	<-hbDone
+	o.release(q)
+}
+
+func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
+	if in, stop, err := o.b.Signals.Watch(o.ctx, o.lease.Tenant); err == nil {
+		defer stop()
+		go o.interrupts(in)
+	}
+	for o.ctx.Err() == nil && shutdown.Err() == nil && !o.shouldRelease(shutdown) {
+		d, err := q.Next(o.ctx, pollWait)
+		switch {
+		case errors.Is(err, broker.ErrNoMessage):
+			o.idle = true
+		case err != nil:
+			if o.ctx.Err() == nil {
+				o.log.ErrorContext(o.ctx, "next job", slog.Any("err", err))
+				sleep(o.ctx, 100*time.Millisecond)
+			}
+		default:
+			o.idle = false
+			if !o.runJob(shutdown, d) {
+				return
+			}
+			o.lastJob = time.Now()
+		}
+	}
+}
+
+// shouldRelease: idle for IdleRelease, or other tenants wait for a worker while this one is
+// idle or has had its quantum.
+func (o *ownership) shouldRelease(ctx context.Context) bool {
+	cfg := o.w.cfg
+	if o.idle && time.Since(o.lastJob) >= cfg.IdleRelease {
+		o.log.InfoContext(ctx, "releasing idle tenant", slog.Duration("idle", time.Since(o.lastJob)))
+		return true
+	}
+	if (o.idle || time.Since(o.claimedAt) >= cfg.Quantum) && o.w.pool.waiting.any(ctx) {
+		o.log.DebugContext(ctx, "releasing early: other tenants are waiting")
+		return true
+	}
+	return false
+}
+
+func (o *ownership) heartbeat(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	hb := o.w.cfg.Heartbeat
+	t := time.NewTicker(hb)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-o.ctx.Done():
+			return
+		case <-t.C:
+			if !o.renew(hb) {
+				return
+			}
+		}
+	}
+}
+
+// renew extends the lease and the running job's delivery. It reports false once the lease is
+// lost: on ErrLeaseLost, or when a failed renewal leaves too little time for another try,
+// so the worker stops before its lease can expire under it.
+func (o *ownership) renew(hb time.Duration) bool {
+	o.mu.Lock()
+	old, cur := o.lease, o.cur
+	o.mu.Unlock()
+	ctx, cancel := context.WithDeadline(o.ctx, old.ExpiresAt)
+	defer cancel()
+	l, err := o.b.Leases.Renew(ctx, old)
+	if err == nil {
+		o.mu.Lock()
+		o.lease = l
+		o.mu.Unlock()
+		if cur != nil {
+			_ = cur.d.Extend(ctx)
+		}
+		return true
+	}
+	if errors.Is(err, broker.ErrLeaseLost) || time.Until(old.ExpiresAt) <= hb/2 {
+		o.lose(err)
+		return false
+	}
+	o.log.WarnContext(ctx, "lease renewal failed; will retry", slog.Any("err", err))
+	return true
+}
+
+func (o *ownership) lose(err error) {
+	o.log.WarnContext(o.ctx, "lease lost; stopping at once", slog.Any("err", err))
+	o.cancel(broker.ErrLeaseLost)
+}
+
+func (o *ownership) lost() bool { return o.ctx.Err() != nil }
+
+func (o *ownership) interrupts(in <-chan broker.Interrupt) {
+	for {
+		select {
+		case <-o.ctx.Done():
+			return
+		case sig := <-in:
+			o.interrupt(sig)
+		}
+	}
+}
+
+func (o *ownership) interrupt(sig broker.Interrupt) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cur == nil {
+		return
+	}
+	if sig.JobID == o.cur.id || (sig.Before != "" && o.cur.id < sig.Before) {
+		o.log.InfoContext(o.ctx, "interrupting job", slog.String("job", o.cur.id), slog.String("reason", sig.Reason))
+		o.cur.cancel(ErrInterrupted)
+	}
+}
+
+// checkLease is Task.CheckLease: ours only if not lost locally and the stored lease still
+// carries our fencing token.
+func (o *ownership) checkLease(ctx context.Context) error {
+	if o.lost() {
+		return broker.ErrLeaseLost
+	}
+	l, err := o.b.Leases.Get(ctx, o.lease.Tenant)
+	if errors.Is(err, broker.ErrNotFound) {
+		return broker.ErrLeaseLost
+	}
+	if err != nil {
+		return err
+	}
+	if l.Token != o.lease.Token {
+		return broker.ErrLeaseLost
+	}
+	return nil
+}
+
+// release hands the tenant back: consumer, then lease (compare-and-delete), then a claim
+// request when jobs are still pending. A lost lease is not ours to touch.
+func (o *ownership) release(q broker.Queue) {
+	if o.lost() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t := o.lease.Tenant
+	if q != nil {
+		if err := q.Close(ctx); err != nil {
+			o.log.WarnContext(ctx, "close tenant queue", slog.Any("err", err))
+		}
+	}
+	o.mu.Lock()
+	lease := o.lease
+	o.mu.Unlock()
+	if err := o.b.Leases.Release(ctx, lease); err != nil {
+		o.log.WarnContext(ctx, "release lease", slog.Any("err", err))
+	}
+	n, err := o.b.Inbox.Pending(ctx, t)
+	if err != nil || n > 0 {
+		if err := o.b.Claims.Request(ctx, t); err != nil {
+			o.log.ErrorContext(ctx, "re-request claim; the reconciler will", slog.Any("err", err))
+		}
+	}
+}

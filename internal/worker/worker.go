@@ -1,0 +1,91 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// Worker is one generic worker: it serves one tenant at a time.
+type Worker struct {
+	id   string
+	cfg  Config
+	pool *Pool
+
+	mu    sync.Mutex
+	state string
+	lease broker.Lease
+	job   string
+}
+
+func (w *Worker) info() broker.WorkerInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	info := broker.WorkerInfo{ID: w.id, Process: w.cfg.Process, State: w.state, JobID: w.job, Heartbeat: time.Now()}
+	if w.lease.Token != 0 {
+		info.Tenant, info.LeaseToken = w.lease.Tenant.String(), w.lease.Token
+	}
+	return info
+}
+
+func (w *Worker) set(state string, lease broker.Lease, job string) {
+	w.mu.Lock()
+	w.state, w.lease, w.job = state, lease, job
+	w.mu.Unlock()
+}
+
+func (w *Worker) log() *slog.Logger { return w.cfg.Logger.With(slog.String("worker", w.id)) }
+
+// run takes claims until ctx ends.
+func (w *Worker) run(ctx context.Context) {
+	w.set("idle", broker.Lease{}, "")
+	for ctx.Err() == nil {
+		c, err := w.cfg.Backend.Claims.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log().ErrorContext(ctx, "receive claim", slog.Any("err", err))
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		w.serveClaim(ctx, c)
+		w.set("idle", broker.Lease{}, "")
+	}
+	w.set("stopped", broker.Lease{}, "")
+}
+
+// serveClaim acquires the claimed tenant unless it has no work or another owner; the claim
+// is acknowledged only after the decision, so a crash here leaves it to be delivered again.
+func (w *Worker) serveClaim(ctx context.Context, c broker.Claim) {
+	t := c.Tenant()
+	log := w.log().With(slog.String("tenant", t.String()))
+	b := w.cfg.Backend
+	if n, err := b.Inbox.Pending(ctx, t); err == nil && n == 0 {
+		_ = c.Ack(ctx)
+		return
+	}
+	lease, err := b.Leases.Acquire(ctx, t, w.id, w.cfg.LeaseTTL)
+	_ = c.Ack(context.WithoutCancel(ctx))
+	if errors.Is(err, broker.ErrLeaseHeld) {
+		return
+	}
+	if err != nil {
+		log.ErrorContext(ctx, "acquire lease", slog.Any("err", err))
+		return
+	}
+	log.DebugContext(ctx, "claimed", slog.Uint64("token", lease.Token))
+	newOwnership(w, lease).run(ctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
