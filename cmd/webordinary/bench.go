@@ -1,0 +1,10 @@
+package main
+
+import (
+	"context"
+	"errors"
+)
+
+func runBench(ctx context.Context, args []string) error {
+	return errors.New("bench: not built yet")
+}

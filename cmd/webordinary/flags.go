@@ -1,0 +1,101 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/worker"
+)
+
+// newFlags returns a flag set whose usage lists each flag's environment variable.
+func newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: webordinary %s %s\n\nFlags (environment variable in brackets):\n", name, synopsis)
+		fs.VisitAll(func(f *flag.Flag) {
+			fmt.Fprintf(fs.Output(), "  --%s [%s]\n    \t%s (default %q)\n", f.Name, envName(f.Name), f.Usage, f.DefValue)
+		})
+	}
+	return fs
+}
+
+func envName(flagName string) string {
+	return "WO_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parse applies environment variables to flags not given on the command line, then args.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags go before it? run with -h)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && !set[f.Name] && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", envName(f.Name), v, e)
+			}
+		}
+	})
+	return err
+}
+
+// workerFlags are shared by serve and worker.
+type workerFlags struct {
+	workers      int
+	agentCommand string
+	workspaces   string
+	leaseTTL     time.Duration
+	idleRelease  time.Duration
+	quantum      time.Duration
+	maxAttempts  int
+	grace        time.Duration
+}
+
+func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
+	fs.IntVar(&w.workers, "workers", defaultWorkers, "how many tenants this process serves at once")
+	fs.StringVar(&w.agentCommand, "agent-command", `echo "$WO_INSTRUCTION" >> instructions.log && echo "recorded instruction for $WO_PROJECT/$WO_USER"`,
+		"shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
+	fs.StringVar(&w.workspaces, "workspaces", "", "root of per-tenant directories (default <data>/workspaces)")
+	fs.DurationVar(&w.leaseTTL, "lease-ttl", 15*time.Second, "tenant lease time to live; a crashed worker's tenants move after about this long")
+	fs.DurationVar(&w.idleRelease, "idle-release", 30*time.Minute, "release a tenant after this long without jobs")
+	fs.DurationVar(&w.quantum, "quantum", 500*time.Millisecond, "keep a busy tenant at most this long while other tenants wait for a worker")
+	fs.IntVar(&w.maxAttempts, "max-attempts", 3, "dead-letter a job after this many failed runs")
+	fs.DurationVar(&w.grace, "shutdown-grace", 10*time.Second, "on shutdown, let a running job finish this long before handing it back")
+}
+
+func (w *workerFlags) config() worker.Config {
+	return worker.Config{Workers: w.workers, LeaseTTL: w.leaseTTL, IdleRelease: w.idleRelease,
+		Quantum: w.quantum, MaxAttempts: w.maxAttempts, ShutdownGrace: w.grace}
+}
+
+type logFlags struct{ level, format string }
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "text or json")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", l.format)
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/webordinary/webordinary/internal/api"
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/tenant"
+	"github.com/webordinary/webordinary/internal/worker"
+)
+
+type serveFlags struct {
+	data, httpAddr, natsListen, natsURL, natsUser, natsPassword string
+	noSync                                                      bool
+	reconcile                                                   time.Duration
+	policy                                                      string
+	workerFlags
+	logFlags
+}
+
+func runServe(ctx context.Context, args []string) error {
+	var f serveFlags
+	fs := newFlags("serve", "[flags]")
+	fs.StringVar(&f.data, "data", ".webordinary", "data directory (JetStream files, workspaces)")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP API address")
+	fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS accepts other worker processes; empty = in-process only")
+	fs.StringVar(&f.natsURL, "nats", "", "use this external NATS server or cluster instead of the embedded one")
+	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (required with a non-loopback --nats-listen)")
+	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
+	fs.BoolVar(&f.noSync, "no-sync", false, "do not fsync every write (faster; a power loss may lose the last accepted jobs)")
+	fs.DurationVar(&f.reconcile, "reconcile", 3*time.Second, "reconciler period")
+	fs.StringVar(&f.policy, "interrupt-policy", "interrupt", "what a new instruction does to a running job: interrupt or queue")
+	f.workerFlags.register(fs, 4)
+	f.logFlags.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return f.run(ctx)
+}
+
+func (f *serveFlags) run(ctx context.Context) error {
+	log, err := f.logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	policy := router.Policy(f.policy)
+	if policy != router.PolicyInterrupt && policy != router.PolicyQueue {
+		return fmt.Errorf("--interrupt-policy %q: use interrupt or queue", f.policy)
+	}
+	if f.workspaces == "" {
+		f.workspaces = filepath.Join(f.data, "workspaces")
+	}
+	eng, err := f.engine(ctx)
+	if err != nil {
+		return err
+	}
+	defer eng.close()
+	r, err := router.New(router.Config{Backend: eng.backend, Logger: log, ReconcileEvery: f.reconcile,
+		Policy: func(context.Context, tenant.ID) router.Policy { return policy }})
+	if err != nil {
+		return err
+	}
+	pool, err := newPool(f.workerFlags, eng.backend, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w (is another webordinary running? pick another port)", f.httpAddr, err)
+	}
+	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: pool.Status}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:     http://%s (try: webordinary send --project site --user alice --instruction 'hello' --wait)\n  engine:  %s\n  data:    %s\n  workers: %d running %q\n",
+		ln.Addr(), eng.describe, f.data, f.workers, f.agentCommand)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = r.Run(ctx) })
+	wg.Go(func() { _ = pool.Run(ctx) })
+	wg.Go(func() { serveHTTP(ctx, srv, ln, log) })
+	wg.Wait()
+	return nil
+}
+
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger) {
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("http server", slog.Any("err", err))
+	}
+}
+
+// engine is a connected backend and what to close.
+type engine struct {
+	backend  *broker.Backend
+	nc       *nats.Conn
+	srv      *server.Server
+	describe string
+}
+
+func (e *engine) close() {
+	e.nc.Close()
+	if e.srv != nil {
+		e.srv.Shutdown()
+		e.srv.WaitForShutdown()
+	}
+}
+
+func (f *serveFlags) engine(ctx context.Context) (*engine, error) {
+	if f.natsURL != "" {
+		return connectEngine(ctx, f.natsURL, f.natsUser, f.natsPassword)
+	}
+	listen := f.natsListen
+	if strings.HasSuffix(listen, ":0") {
+		listen = strings.TrimSuffix(listen, ":0") + ":-1"
+	}
+	srv, err := natsjs.StartServer(natsjs.ServerConfig{Dir: filepath.Join(f.data, "nats"), NoSync: f.noSync,
+		Listen: listen, User: f.natsUser, Password: f.natsPassword})
+	if err != nil {
+		return nil, err
+	}
+	nc, err := natsjs.ConnectInProcess(srv, f.natsUser, f.natsPassword)
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	b, err := natsjs.New(ctx, nc, natsjs.Config{})
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	desc := "embedded NATS (in-process only)"
+	if f.natsListen != "" {
+		desc = "embedded NATS, workers may join at " + srv.ClientURL()
+	}
+	return &engine{backend: b, nc: nc, srv: srv, describe: desc}, nil
+}
+
+func connectEngine(ctx context.Context, url, user, password string) (*engine, error) {
+	if user != "" {
+		url = injectUser(url, user, password)
+	}
+	nc, err := natsjs.Connect(url, "webordinary")
+	if err != nil {
+		return nil, err
+	}
+	b, err := natsjs.New(ctx, nc, natsjs.Config{})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &engine{backend: b, nc: nc, describe: "NATS at " + nc.ConnectedUrlRedacted()}, nil
+}
+
+func injectUser(url, user, password string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return user + ":" + password + "@" + url
+	}
+	return scheme + "://" + user + ":" + password + "@" + rest
+}
+
+func newPool(f workerFlags, b *broker.Backend, log *slog.Logger) (*worker.Pool, error) {
+	proc, err := command.New(command.Config{Command: f.agentCommand, Root: f.workspaces})
+	if err != nil {
+		return nil, err
+	}
+	cfg := f.config()
+	cfg.Backend, cfg.Processor, cfg.Logger = b, proc, log
+	return worker.New(cfg)
+}

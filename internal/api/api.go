@@ -1,0 +1,140 @@
+// Package api is the HTTP JSON API of `webordinary serve`: submit a job, read or wait for a
+// job, and see the system's status.
+//
+//	POST /api/jobs                 {"project","user","thread","instruction"} → 202 job record
+//	GET  /api/jobs/{id}[?wait=30s] job record; with wait, returns when final or at the timeout
+//	POST /api/jobs/{id}/interrupt  ask the owner to stop the job
+//	GET  /api/status               leases, pending per tenant, workers, recent jobs
+//	GET  /healthz                  200 when the engine answers
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/router"
+)
+
+// Server serves the API.
+type Server struct {
+	Backend *broker.Backend
+	Router  *router.Router
+	Logger  *slog.Logger
+	// LocalWorkers reports this process's workers first-hand; optional.
+	LocalWorkers func() []broker.WorkerInfo
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/jobs", s.submit)
+	mux.HandleFunc("GET /api/jobs/{id}", s.job)
+	mux.HandleFunc("POST /api/jobs/{id}/interrupt", s.interrupt)
+	mux.HandleFunc("GET /api/status", s.status)
+	mux.HandleFunc("GET /healthz", s.health)
+	return mux
+}
+
+const maxBody = 32 << 20
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var req router.Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request body must be JSON like {\"project\":\"site\",\"user\":\"alice\",\"instruction\":\"...\"}: "+err.Error())
+		return
+	}
+	rec, err := s.Router.Submit(r.Context(), req)
+	if errors.Is(err, router.ErrInvalid) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err != nil {
+		s.Logger.ErrorContext(r.Context(), "submit", slog.Any("err", err))
+		writeError(w, http.StatusServiceUnavailable, "could not accept the job, nothing was queued; try again: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusAccepted, rec)
+}
+
+func (s *Server) job(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	rec, err := s.Backend.Jobs.Get(r.Context(), id)
+	if errors.Is(err, broker.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "no job "+id)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	if wait, ok := waitParam(w, r); ok && wait > 0 && !rec.State.Final() {
+		rec = s.waitFinal(r.Context(), id, wait, rec)
+	} else if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func waitParam(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > 10*time.Minute {
+		writeError(w, http.StatusBadRequest, "wait must be a duration up to 10m, like 30s")
+		return 0, false
+	}
+	return d, true
+}
+
+func (s *Server) waitFinal(ctx context.Context, id string, wait time.Duration, last broker.JobRecord) broker.JobRecord {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	rec, err := s.Backend.Jobs.Wait(ctx, id, func(r broker.JobRecord) bool { return r.State.Final() })
+	if err != nil {
+		return last
+	}
+	return rec
+}
+
+func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.Router.Interrupt(r.Context(), id, "interrupted by an operator")
+	if errors.Is(err, broker.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "no job "+id)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"interrupt": id})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.Backend.Claims.Waiting(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "engine not answering: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}

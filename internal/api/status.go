@@ -1,0 +1,101 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// Status is the system at one moment.
+type Status struct {
+	Leases        []LeaseStatus       `json:"leases"`
+	Pending       []PendingStatus     `json:"pending"`
+	Workers       []broker.WorkerInfo `json:"workers"`
+	ClaimsWaiting int                 `json:"claimsWaiting"`
+	Jobs          []broker.JobRecord  `json:"recentJobs"`
+}
+
+// LeaseStatus is one live lease.
+type LeaseStatus struct {
+	Tenant    string        `json:"tenant"`
+	Owner     string        `json:"owner"`
+	Token     uint64        `json:"token"`
+	Age       time.Duration `json:"age"`
+	ExpiresIn time.Duration `json:"expiresIn"`
+}
+
+// PendingStatus is one tenant's backlog.
+type PendingStatus struct {
+	Tenant  string `json:"tenant"`
+	Pending int    `json:"pending"`
+	Owner   string `json:"owner,omitempty"`
+}
+
+// ReadStatus gathers Status from b.
+// local, when set, reports this process's workers first-hand (presence lags by a heartbeat).
+func ReadStatus(ctx context.Context, b *broker.Backend, recent int, local func() []broker.WorkerInfo) (Status, error) {
+	var st Status
+	leases, err := b.Leases.List(ctx)
+	if err != nil {
+		return st, err
+	}
+	owners := map[string]string{}
+	for _, l := range leases {
+		owners[l.Tenant.String()] = l.Owner
+		st.Leases = append(st.Leases, LeaseStatus{Tenant: l.Tenant.String(), Owner: l.Owner, Token: l.Token,
+			Age: time.Since(l.ClaimedAt).Round(time.Millisecond), ExpiresIn: time.Until(l.ExpiresAt).Round(time.Millisecond)})
+	}
+	pending, err := b.Inbox.Tenants(ctx)
+	if err != nil {
+		return st, err
+	}
+	for t, n := range pending {
+		st.Pending = append(st.Pending, PendingStatus{Tenant: t.String(), Pending: n, Owner: owners[t.String()]})
+	}
+	sort.Slice(st.Pending, func(i, j int) bool { return st.Pending[i].Tenant < st.Pending[j].Tenant })
+	if st.Workers, err = b.Presence.List(ctx); err != nil {
+		return st, err
+	}
+	st.Workers = mergeWorkers(st.Workers, local)
+	sort.Slice(st.Workers, func(i, j int) bool { return st.Workers[i].ID < st.Workers[j].ID })
+	if st.ClaimsWaiting, err = b.Claims.Waiting(ctx); err != nil {
+		return st, err
+	}
+	st.Jobs, err = b.Jobs.Recent(ctx, recent)
+	for i := range st.Jobs {
+		if st.Jobs[i].State == broker.StateQueued && owners[st.Jobs[i].Job.Tenant.String()] != "" {
+			st.Jobs[i].State = broker.StateClaimed
+		}
+	}
+	return st, err
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, err := ReadStatus(r.Context(), s.Backend, 20, s.LocalWorkers)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func mergeWorkers(announced []broker.WorkerInfo, local func() []broker.WorkerInfo) []broker.WorkerInfo {
+	if local == nil {
+		return announced
+	}
+	byID := map[string]broker.WorkerInfo{}
+	for _, w := range announced {
+		byID[w.ID] = w
+	}
+	for _, w := range local() {
+		byID[w.ID] = w
+	}
+	out := make([]broker.WorkerInfo, 0, len(byID))
+	for _, w := range byID {
+		out = append(out, w)
+	}
+	return out
+}
