@@ -63,7 +63,10 @@ func (o *ownership) run(shutdown context.Context) {
 }
 
 func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
-	if in, stop, err := o.b.Signals.Watch(o.ctx, o.lease.Tenant); err == nil {
+	in, stop, err := o.b.Signals.Watch(o.ctx, o.lease.Tenant)
+	if err != nil {
+		o.log.WarnContext(o.ctx, "watch interrupts; jobs will run to the end", slog.Any("err", err))
+	} else {
 		defer stop()
 		go o.interrupts(in)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -27,7 +28,8 @@ func setup(t *testing.T) *fixture {
 	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	r, err := router.New(router.Config{Backend: env.Backend, ReconcileEvery: 200 * time.Millisecond,
-		RepeatClaimAfter: time.Second, Logger: testLogger(t)})
+		RepeatClaimAfter: time.Second, Logger: testLogger(t),
+		Policy: func(context.Context, tenant.ID) router.Policy { return router.PolicyQueue }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,3 +114,8 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 }
 
 var errBoom = errors.New("boom")
+
+// connectRaw opens a connection and backend the test can cut (a crash).
+func connectRaw(f *fixture) (interface{ Close() }, *broker.Backend) {
+	return natsjstest.Connect(f.t, f.env)
+}

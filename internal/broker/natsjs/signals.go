@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -41,7 +42,9 @@ func (s *signals) Watch(ctx context.Context, t tenant.ID) (<-chan broker.Interru
 		return nil, nil, fmt.Errorf("natsjs: watch %s: %w", t, err)
 	}
 	// Flush so the subscription is registered before Watch returns.
-	if err := s.nc.FlushWithContext(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.nc.FlushWithContext(fctx); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, nil, ctxErr(ctx, fmt.Errorf("natsjs: watch %s: %w", t, err))
 	}
