@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -33,13 +32,11 @@ const claimPull = 5 * time.Second
 
 func (c *claims) Next(ctx context.Context) (broker.Claim, error) {
 	for {
-		pctx, cancel := context.WithTimeout(ctx, claimPull)
-		m, err := c.a.claimsConsumer.Next(jetstream.FetchContext(pctx))
-		cancel()
+		m, err := fetchOne(ctx, c.a.claimsConsumer, 5*time.Second)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, broker.ErrNoMessage) {
 			continue
 		}
 		if err != nil {

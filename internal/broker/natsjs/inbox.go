@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -138,15 +137,10 @@ type queue struct {
 }
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
-	fctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	m, err := q.c.Next(jetstream.FetchContext(fctx))
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
+	m, err := fetchOne(ctx, q.c, wait)
 	if err != nil {
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, broker.ErrNoMessage
+		if errors.Is(err, broker.ErrNoMessage) || ctx.Err() != nil {
+			return nil, err
 		}
 		return nil, fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -31,13 +30,11 @@ func (r *results) Publish(ctx context.Context, res broker.Result) error {
 
 func (r *results) Next(ctx context.Context) (broker.ResultDelivery, error) {
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := r.a.resultsConsumer.Next(jetstream.FetchContext(pctx))
-		cancel()
+		m, err := fetchOne(ctx, r.a.resultsConsumer, 5*time.Second)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, broker.ErrNoMessage) {
 			continue
 		}
 		if err != nil {
