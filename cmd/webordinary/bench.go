@@ -2,9 +2,27 @@ package main
 
 import (
 	"context"
-	"errors"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/bench"
 )
 
 func runBench(ctx context.Context, args []string) error {
-	return errors.New("bench: not built yet")
+	var (
+		cfg  bench.Config
+		only string
+	)
+	fs := newFlags("bench", "[flags]")
+	fs.IntVar(&cfg.Samples, "samples", 300, "dispatch samples per mode")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "lease TTL for the failover case")
+	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync every write (compare with the durable default)")
+	fs.StringVar(&only, "only", "", "comma-separated cases to run: dispatch,throughput,failover,fairness")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if only != "" {
+		cfg.Only = strings.Split(only, ",")
+	}
+	return bench.Run(ctx, cfg)
 }

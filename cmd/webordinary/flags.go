@@ -52,6 +52,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 // workerFlags are shared by serve and worker.
 type workerFlags struct {
 	workers      int
+	agent        string
 	agentCommand string
 	workspaces   string
 	leaseTTL     time.Duration
@@ -62,7 +63,8 @@ type workerFlags struct {
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
-	fs.IntVar(&w.workers, "workers", defaultWorkers, "how many tenants this process serves at once")
+	fs.IntVar(&w.workers, "workers", defaultWorkers, "how many tenants this process serves at once (serve: 0 = router and API only)")
+	fs.StringVar(&w.agent, "agent", "command", "command (run --agent-command per job) or noop (does nothing; for benchmarks)")
 	fs.StringVar(&w.agentCommand, "agent-command", `echo "$WO_INSTRUCTION" >> instructions.log && echo "recorded instruction for $WO_PROJECT/$WO_USER"`,
 		"shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
 	fs.StringVar(&w.workspaces, "workspaces", "", "root of per-tenant directories (default <data>/workspaces)")

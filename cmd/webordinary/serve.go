@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,7 +27,7 @@ import (
 )
 
 type serveFlags struct {
-	data, httpAddr, natsListen, natsURL, natsUser, natsPassword string
+	data, httpAddr, natsListen, natsURL, natsUser, natsPassword, readyFile string
 	noSync                                                      bool
 	reconcile                                                   time.Duration
 	policy                                                      string
@@ -46,6 +47,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.BoolVar(&f.noSync, "no-sync", false, "do not fsync every write (faster; a power loss may lose the last accepted jobs)")
 	fs.DurationVar(&f.reconcile, "reconcile", 3*time.Second, "reconciler period")
 	fs.StringVar(&f.policy, "interrupt-policy", "interrupt", "what a new instruction does to a running job: interrupt or queue")
+	fs.StringVar(&f.readyFile, "ready-file", "", "when ready, write {\"api\":URL,\"nats\":URL} to this file (for scripts and supervisors)")
 	f.workerFlags.register(fs, 4)
 	f.logFlags.register(fs)
 	if err := parse(fs, args); err != nil {
@@ -76,23 +78,46 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pool, err := newPool(f.workerFlags, eng.backend, log)
-	if err != nil {
-		return err
+	var pool *worker.Pool
+	if f.workers > 0 { // --workers 0: router and API only, workers run elsewhere
+		if pool, err = newPool(f.workerFlags, eng.backend, log); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w (is another webordinary running? pick another port)", f.httpAddr, err)
 	}
-	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: pool.Status}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool)}).Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:     http://%s (try: webordinary send --project site --user alice --instruction 'hello' --wait)\n  engine:  %s\n  data:    %s\n  workers: %d running %q\n",
 		ln.Addr(), eng.describe, f.data, f.workers, f.agentCommand)
+	if err := f.writeReady(ln.Addr().String(), eng); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = r.Run(ctx) })
-	wg.Go(func() { _ = pool.Run(ctx) })
+	if pool != nil {
+		wg.Go(func() { _ = pool.Run(ctx) })
+	}
 	wg.Go(func() { serveHTTP(ctx, srv, ln, log) })
 	wg.Wait()
 	return nil
+}
+
+func (f *serveFlags) writeReady(apiAddr string, eng *engine) error {
+	if f.readyFile == "" {
+		return nil
+	}
+	ready := map[string]string{"api": "http://" + apiAddr}
+	if eng.srv != nil && f.natsListen != "" {
+		ready["nats"] = eng.srv.ClientURL()
+	}
+	data, _ := json.Marshal(ready)
+	tmp := f.readyFile + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("--ready-file: %w", err)
+	}
+	return os.Rename(tmp, f.readyFile)
 }
 
 func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger) {
@@ -179,11 +204,30 @@ func injectUser(url, user, password string) string {
 }
 
 func newPool(f workerFlags, b *broker.Backend, log *slog.Logger) (*worker.Pool, error) {
-	proc, err := command.New(command.Config{Command: f.agentCommand, Root: f.workspaces})
+	proc, err := newProcessor(f)
 	if err != nil {
 		return nil, err
 	}
 	cfg := f.config()
 	cfg.Backend, cfg.Processor, cfg.Logger = b, proc, log
 	return worker.New(cfg)
+}
+
+func newProcessor(f workerFlags) (worker.Processor, error) {
+	switch f.agent {
+	case "command":
+		return command.New(command.Config{Command: f.agentCommand, Root: f.workspaces})
+	case "noop":
+		return worker.ProcessorFunc(func(context.Context, worker.Task) (worker.Outcome, error) {
+			return worker.Outcome{Summary: "noop"}, nil
+		}), nil
+	}
+	return nil, fmt.Errorf("--agent %q: use command or noop", f.agent)
+}
+
+func localWorkers(p *worker.Pool) func() []broker.WorkerInfo {
+	if p == nil {
+		return nil
+	}
+	return p.Status
 }

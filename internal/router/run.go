@@ -22,6 +22,11 @@ func (r *Router) Run(ctx context.Context) error {
 }
 
 func (r *Router) reconcileLoop(ctx context.Context) {
+	// Claim requests may have been lost with a restarted engine (they are hints and may live
+	// in memory): at start every unowned tenant with pending jobs gets one at once.
+	if _, err := r.reconcile(ctx, true); err != nil && ctx.Err() == nil {
+		r.log.WarnContext(ctx, "initial reconcile", slog.Any("err", err))
+	}
 	t := time.NewTicker(r.cfg.ReconcileEvery)
 	defer t.Stop()
 	for {
@@ -39,7 +44,9 @@ func (r *Router) reconcileLoop(ctx context.Context) {
 // Reconcile requests claims for tenants that have pending jobs and no live lease in two
 // consecutive passes (a tenant just released is re-requested by its releasing worker), then at
 // most once per RepeatClaimAfter while it stays unowned. It returns how many it requested.
-func (r *Router) Reconcile(ctx context.Context) (int, error) {
+func (r *Router) Reconcile(ctx context.Context) (int, error) { return r.reconcile(ctx, false) }
+
+func (r *Router) reconcile(ctx context.Context, all bool) (int, error) {
 	pending, err := r.b.Inbox.Tenants(ctx)
 	if err != nil {
 		return 0, err
@@ -50,15 +57,15 @@ func (r *Router) Reconcile(ctx context.Context) (int, error) {
 			unowned[t] = true
 		}
 	}
-	return r.requestStuck(ctx, unowned)
+	return r.requestStuck(ctx, unowned, all)
 }
 
-func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool) (int, error) {
+func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool, all bool) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n, now := 0, time.Now()
 	for t := range unowned {
-		if !r.unowned[t] || now.Sub(r.lastAsks[t]) < r.cfg.RepeatClaimAfter {
+		if !all && (!r.unowned[t] || now.Sub(r.lastAsks[t]) < r.cfg.RepeatClaimAfter) {
 			continue
 		}
 		if err := r.b.Claims.Request(ctx, t); err != nil {

@@ -13,26 +13,20 @@ import (
 // runJob runs one delivery to its end. It reports false when the tenant must be left at once
 // (lease lost, or shutdown handed the job back).
 func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
-	job := d.Job()
-	log := o.log.With(slog.String("job", job.ID))
-	rec, ok := o.record(d, log)
-	if !ok {
-		return true
-	}
-	if rec.State.Final() {
-		o.resettle(d, rec, log)
-		return true
-	}
-	if rec.Attempts >= o.w.cfg.MaxAttempts {
-		o.finish(d, rec, broker.StateDead, Outcome{}, fmt.Errorf("gave up after %d attempts: %s", rec.Attempts, rec.LastError), log)
-		return true
-	}
+	log := o.log.With(slog.String("job", d.Job().ID))
 	if o.lost() {
 		return false
 	}
-	rec, err := o.start(rec)
-	if err != nil {
-		log.ErrorContext(o.ctx, "mark job running", slog.Any("err", err))
+	rec, err := o.start(d)
+	switch {
+	case errors.Is(err, errSettled):
+		o.resettle(d, rec, log)
+		return true
+	case errors.Is(err, errExhausted):
+		o.finish(d, rec, broker.StateDead, Outcome{}, fmt.Errorf("gave up after %d attempts: %s", rec.Attempts, rec.LastError), log)
+		return true
+	case err != nil:
+		log.ErrorContext(o.ctx, "mark job running; retrying", slog.Any("err", err))
 		_ = d.Retry(o.ctx, time.Second)
 		return true
 	}
@@ -40,31 +34,37 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 	return o.settle(d, rec, out, perr, cause, log)
 }
 
-// record reads the job's record, creating it when missing (records expire; messages don't).
-func (o *ownership) record(d broker.Delivery, log *slog.Logger) (broker.JobRecord, bool) {
-	job := d.Job()
-	rec, err := o.b.Jobs.Get(o.ctx, job.ID)
-	if errors.Is(err, broker.ErrNotFound) {
-		rec = broker.JobRecord{Job: job, State: broker.StateQueued}
-		if err = o.b.Jobs.Create(o.ctx, rec); errors.Is(err, broker.ErrExists) {
-			rec, err = o.b.Jobs.Get(o.ctx, job.ID)
-		}
-	}
-	if err != nil {
-		log.ErrorContext(o.ctx, "read job record; retrying", slog.Any("err", err))
-		_ = d.Retry(o.ctx, time.Second)
-		return rec, false
-	}
-	return rec, true
-}
+var (
+	errSettled   = errors.New("job already has its final state")
+	errExhausted = errors.New("job has used all its attempts")
+)
 
-func (o *ownership) start(rec broker.JobRecord) (broker.JobRecord, error) {
-	o.w.set("running", o.lease, rec.Job.ID)
-	return o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+// start marks the job running and counts the attempt, in one compare-and-set write. A job
+// already final (redelivered after a crash) returns errSettled; one out of attempts (it
+// crashed its workers) returns errExhausted. A missing record (records expire, messages
+// don't) is recreated from the message.
+func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
+	job := d.Job()
+	o.w.set("running", o.lease, job.ID)
+	mark := func(r *broker.JobRecord) error {
+		switch {
+		case r.State.Final():
+			return errSettled
+		case r.Attempts >= o.w.cfg.MaxAttempts:
+			return errExhausted
+		}
 		r.State, r.Attempts, r.Worker, r.LeaseToken = broker.StateRunning, r.Attempts+1, o.w.id, o.lease.Token
 		r.StartedAt = time.Now()
 		return nil
-	})
+	}
+	rec, err := o.b.Jobs.Update(o.ctx, job.ID, mark)
+	if errors.Is(err, broker.ErrNotFound) {
+		err = o.b.Jobs.Create(o.ctx, broker.JobRecord{Job: job, State: broker.StateQueued})
+		if err == nil || errors.Is(err, broker.ErrExists) {
+			rec, err = o.b.Jobs.Update(o.ctx, job.ID, mark)
+		}
+	}
+	return rec, err
 }
 
 // process runs the processor with a context cancelled by lease loss (cause ErrLeaseLost),

@@ -98,11 +98,20 @@ func (o *ownership) shouldRelease(ctx context.Context) bool {
 		o.log.InfoContext(ctx, "releasing idle tenant", slog.Duration("idle", time.Since(o.lastJob)))
 		return true
 	}
-	if (o.idle || time.Since(o.claimedAt) >= cfg.Quantum) && o.w.pool.waiting.any(ctx) {
+	if !o.w.pool.waiting.any(ctx) {
+		return false
+	}
+	if o.idle || time.Since(o.claimedAt) >= cfg.Quantum || o.drained(ctx) {
 		o.log.DebugContext(ctx, "releasing early: other tenants are waiting")
 		return true
 	}
 	return false
+}
+
+// drained reports that the tenant has no pending jobs right now.
+func (o *ownership) drained(ctx context.Context) bool {
+	n, err := o.b.Inbox.Pending(ctx, o.lease.Tenant)
+	return err == nil && n == 0
 }
 
 func (o *ownership) heartbeat(stop <-chan struct{}, done chan<- struct{}) {

@@ -39,21 +39,33 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 	if opts.AckWait == 0 {
 		opts.AckWait = time.Minute
 	}
-	cfg := jetstream.ConsumerConfig{
+	q := &queue{in: in, t: t, cfg: jetstream.ConsumerConfig{
 		Durable: consumerName(t), FilterSubject: subjInbox + t.Subject(),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: opts.AckWait,
 		MaxAckPending: 1, MaxDeliver: -1, InactiveThreshold: time.Hour, Replicas: in.a.cfg.Replicas,
+		// The consumer's state need not survive a server restart: the stream keeps every
+		// unacknowledged message and a new consumer delivers them again. Memory means no fsync.
+		MemoryStorage: true,
+	}}
+	if err := q.open(ctx); err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: open queue %s: %w", t, err))
 	}
-	c, err := in.a.inbox.CreateOrUpdateConsumer(ctx, cfg)
+	return q, nil
+}
+
+// open creates the consumer, replacing one left with a delivery in flight.
+func (q *queue) open(ctx context.Context) error {
+	c, err := q.in.a.inbox.CreateOrUpdateConsumer(ctx, q.cfg)
 	if err == nil && c.CachedInfo().NumAckPending > 0 {
-		if err = in.a.inbox.DeleteConsumer(ctx, cfg.Durable); err == nil {
-			c, err = in.a.inbox.CreateOrUpdateConsumer(ctx, cfg)
+		if err = q.in.a.inbox.DeleteConsumer(ctx, q.cfg.Durable); err == nil {
+			c, err = q.in.a.inbox.CreateOrUpdateConsumer(ctx, q.cfg)
 		}
 	}
 	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("natsjs: open queue %s: %w", t, err))
+		return err
 	}
-	return &queue{in: in, t: t, c: c}, nil
+	q.c = c
+	return nil
 }
 
 func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
@@ -131,13 +143,20 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 }
 
 type queue struct {
-	in *inbox
-	t  tenant.ID
-	c  jetstream.Consumer
+	in  *inbox
+	t   tenant.ID
+	cfg jetstream.ConsumerConfig
+	c   jetstream.Consumer
 }
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
 	m, err := fetchOne(ctx, q.c, wait)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+		// The server restarted and lost the in-memory consumer; the messages are still there.
+		if err = q.open(ctx); err == nil {
+			return nil, broker.ErrNoMessage
+		}
+	}
 	if err != nil {
 		if errors.Is(err, broker.ErrNoMessage) || ctx.Err() != nil {
 			return nil, err

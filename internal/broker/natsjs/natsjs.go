@@ -118,8 +118,10 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 		Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
 		return err
 	}
+	// Claim requests are hints (the lease is the truth) and the router re-requests claims for
+	// every unowned tenant with pending jobs when it starts, so they live in memory: no fsync.
 	if a.claims, err = a.stream(ctx, jetstream.StreamConfig{Name: streamClaims, Subjects: []string{subjClaims},
-		Retention: jetstream.WorkQueuePolicy, Replicas: r}); err != nil {
+		Retention: jetstream.WorkQueuePolicy, Replicas: r, Storage: jetstream.MemoryStorage}); err != nil {
 		return err
 	}
 	if a.results, err = a.stream(ctx, jetstream.StreamConfig{Name: streamResults, Subjects: []string{subjResults + "*.*"},
@@ -132,7 +134,6 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 }
 
 func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	cfg.Storage = jetstream.FileStorage
 	s, err := a.js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", cfg.Name, err)
@@ -170,13 +171,13 @@ func (a *adapter) setupBuckets(ctx context.Context) error {
 		TTL: a.cfg.JobRetention, Replicas: r}); err != nil {
 		return err
 	}
+	// Presence is rebuilt by every worker's next heartbeat: memory is enough.
 	a.workers, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketWorkers, History: 1,
-		LimitMarkerTTL: time.Second, Replicas: r})
+		LimitMarkerTTL: time.Second, Replicas: r, Storage: jetstream.MemoryStorage})
 	return err
 }
 
 func (a *adapter) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	cfg.Storage = jetstream.FileStorage
 	kv, err := a.js.CreateOrUpdateKeyValue(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/webordinary/webordinary/internal/reaper"
+)
+
+// TestMain lets the test binary act as webordinary: in testscript scripts (as the
+// "webordinary" command) and, with WO_TEST_AS_MAIN=1, for tests that start real processes.
+func TestMain(m *testing.M) {
+	reaper.Main()
+	if os.Getenv("WO_TEST_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	testscript.Main(m, map[string]func(){"webordinary": main})
+}
+
+func TestScripts(t *testing.T) {
+	t.Parallel()
+	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
+}

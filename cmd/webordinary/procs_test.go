@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/router"
+)
+
+// cluster is a real `serve` process plus `worker` processes of this test binary.
+type cluster struct {
+	t      *testing.T
+	dir    string
+	api    string
+	nats   string
+	agent  string
+	mu     sync.Mutex
+	procs  []*exec.Cmd
+	serveP *exec.Cmd
+}
+
+// startCluster starts serve (its own workers: serveWorkers) and waits until it is ready.
+func startCluster(t *testing.T, agent string, serveWorkers int, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), agent: agent}
+	ready := filepath.Join(c.dir, "ready.json")
+	args := append([]string{"serve", "--data", filepath.Join(c.dir, "data"), "--http", "127.0.0.1:0",
+		"--nats-listen", "127.0.0.1:0", "--ready-file", ready, "--workers", fmt.Sprint(serveWorkers),
+		"--agent-command", agent, "--lease-ttl", "1s", "--reconcile", "300ms", "--no-sync",
+		"--shutdown-grace", "1s", "--log-level", "warn", "--workspaces", filepath.Join(c.dir, "workspaces")}, extra...)
+	c.serveP = c.start(args...)
+	c.api, c.nats = waitReady(t, ready)
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func (c *cluster) start(args ...string) *exec.Cmd {
+	c.t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1")
+	cmd.Dir = c.dir
+	log, err := os.OpenFile(filepath.Join(c.dir, "procs.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); log.Close() }()
+	c.mu.Lock()
+	c.procs = append(c.procs, cmd)
+	c.mu.Unlock()
+	return cmd
+}
+
+// worker starts a worker process with n workers.
+func (c *cluster) worker(n int) *exec.Cmd {
+	return c.start("worker", "--nats", c.nats, "--workers", fmt.Sprint(n), "--agent-command", c.agent,
+		"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "1s", "--log-level", "warn")
+}
+
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		_ = p.Process.Kill()
+	}
+}
+
+func waitReady(t *testing.T, file string) (api, nats string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(file); err == nil {
+			var r map[string]string
+			if json.Unmarshal(data, &r) == nil {
+				return r["api"], r["nats"]
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("serve not ready within 20s")
+	return "", ""
+}
+
+func (c *cluster) submit(ctx context.Context, project, user, instruction string) broker.JobRecord {
+	c.t.Helper()
+	rec, err := postJob(ctx, c.api, router.Request{Project: project, User: user, Thread: "chaos", Instruction: instruction})
+	if err != nil {
+		c.t.Fatalf("submit: %v", err)
+	}
+	return rec
+}
+
+func (c *cluster) job(ctx context.Context, id string, within time.Duration) broker.JobRecord {
+	c.t.Helper()
+	rec, err := waitJob(ctx, c.api, id, within)
+	if err != nil {
+		c.t.Fatalf("wait for %s: %v", id, err)
+	}
+	return rec
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}

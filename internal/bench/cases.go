@@ -1,0 +1,350 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+	"github.com/webordinary/webordinary/internal/worker"
+)
+
+// starts is a no-op processor that reports when each job started.
+type starts struct {
+	mu   sync.Mutex
+	at   map[string]time.Time
+	ch   chan string
+	work time.Duration
+	runs []run
+}
+
+type run struct {
+	t          tenant.ID
+	start, end time.Time
+}
+
+func newStarts(work time.Duration) *starts {
+	return &starts{at: map[string]time.Time{}, ch: make(chan string, 100000), work: work}
+}
+
+func (s *starts) Process(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+	now := time.Now()
+	s.mu.Lock()
+	s.at[task.Job.ID] = now
+	s.mu.Unlock()
+	s.ch <- task.Job.ID
+	if s.work > 0 {
+		time.Sleep(s.work)
+	}
+	s.mu.Lock()
+	s.runs = append(s.runs, run{t: task.Job.Tenant, start: now, end: time.Now()})
+	s.mu.Unlock()
+	return worker.Outcome{}, nil
+}
+
+func (s *starts) started(id string, within time.Duration) (time.Time, error) {
+	deadline := time.After(within)
+	for {
+		select {
+		case got := <-s.ch:
+			if got == id {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.at[id], nil
+			}
+		case <-deadline:
+			return time.Time{}, fmt.Errorf("%w: job %s within %s", errNoStart, id, within)
+		}
+	}
+}
+
+// dispatch measures accepted → processor started: warm (the tenant's owner is waiting for
+// its next job) and cold (no owner; an idle worker takes the claim).
+func dispatch(ctx context.Context, cfg Config) error {
+	for _, mode := range []string{"warm", "cold"} {
+		lat, err := dispatchOnce(ctx, cfg, mode == "warm")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.Out, "dispatch %-4s  n=%d  p50=%s  p99=%s  max=%s\n", mode, len(lat),
+			round(percentile(lat, 0.50)), round(percentile(lat, 0.99)), round(percentile(lat, 1)))
+	}
+	return nil
+}
+
+func dispatchOnce(ctx context.Context, cfg Config, warm bool) ([]time.Duration, error) {
+	r, err := newRig(ctx, cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	s := newStarts(0)
+	idle := time.Hour
+	if !warm {
+		idle = time.Nanosecond // release as soon as the queue is empty, so every job is a claim
+	}
+	stop, err := r.pool(ctx, worker.Config{Workers: 1, Processor: s, IdleRelease: idle})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var lat []time.Duration
+	for i := range cfg.Samples + 10 {
+		t := tid("warm", 0)
+		if !warm {
+			t = tid("cold", i)
+		}
+		t0 := time.Now()
+		rec, err := r.submit(ctx, t, "x")
+		if err != nil {
+			return nil, err
+		}
+		at, err := s.started(rec.Job.ID, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.awaitResults(ctx, 1, 10*time.Second); err != nil {
+			return nil, err
+		}
+		if i >= 10 { // warm-up
+			lat = append(lat, at.Sub(t0))
+		}
+		if !warm {
+			waitIdle(ctx, r.b, t)
+		}
+	}
+	return lat, nil
+}
+
+// waitIdle waits until t's lease is gone, so the next cold sample finds the worker idle.
+func waitIdle(ctx context.Context, b *broker.Backend, t tenant.ID) {
+	for range 1000 {
+		if _, err := b.Leases.Get(ctx, t); err != nil {
+			return
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// throughput: tenants × jobs on 8 workers split over this process and a second one.
+func throughput(ctx context.Context, cfg Config) error {
+	for _, shape := range [][2]int{{100, 20}, {1000, 1}} {
+		rate, took, err := throughputOnce(ctx, cfg, shape[0], shape[1])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, 8 workers in 2 processes: %6.0f jobs/s (%d jobs in %s)\n",
+			shape[0], shape[1], rate, shape[0]*shape[1], round(took))
+	}
+	return nil
+}
+
+func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int) (float64, time.Duration, error) {
+	r, err := newRig(ctx, cfg, true)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.close()
+	stop, err := r.pool(ctx, worker.Config{Workers: 4, Processor: newStarts(0)})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stop()
+	child, err := startWorkerProcess(cfg, r.url, 4, "noop")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stopProcess(child)
+	if err := waitWorkers(ctx, r.b, 8); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := submitAll(ctx, r, tenants, jobs); err != nil {
+		return 0, 0, err
+	}
+	if err := r.awaitResults(ctx, tenants*jobs, 5*time.Minute); err != nil {
+		return 0, 0, err
+	}
+	took := time.Since(start)
+	return float64(tenants*jobs) / took.Seconds(), took, nil
+}
+
+// submitAll submits jobs round-robin over tenants from 8 goroutines, each tenant's jobs in order.
+func submitAll(ctx context.Context, r *rig, tenants, jobs int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for j := range jobs {
+				for i := g; i < tenants; i += 8 {
+					if _, err := r.submit(ctx, tid("tp", i), fmt.Sprint(j)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func startWorkerProcess(cfg Config, url string, workers int, agent string) (*exec.Cmd, error) {
+	args := []string{"worker", "--nats", url, "--workers", fmt.Sprint(workers), "--agent", agent,
+		"--lease-ttl", cfg.LeaseTTL.String(), "--log-level", "error"}
+	if agent != "noop" {
+		args = append(args, "--agent-command", agent, "--agent", "command")
+	}
+	cmd := exec.Command(cfg.Self, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start worker process %s: %w", cfg.Self, err)
+	}
+	return cmd, nil
+}
+
+func stopProcess(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// waitWorkers waits until n workers have announced themselves.
+func waitWorkers(ctx context.Context, b *broker.Backend, n int) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		ws, _ := b.Presence.List(ctx)
+		if len(ws) >= n {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("fewer than %d workers announced within 15s", n)
+}
+
+// failover: a worker process owning a tenant mid-job is killed with SIGKILL; how long until
+// the job runs again on another worker?
+func failover(ctx context.Context, cfg Config) error {
+	r, err := newRig(ctx, cfg, true)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	child, err := startWorkerProcess(cfg, r.url, 1, "sleep 600")
+	if err != nil {
+		return err
+	}
+	defer stopProcess(child)
+	if err := waitWorkers(ctx, r.b, 1); err != nil {
+		return err
+	}
+	t := tid("failover", 0)
+	rec, err := r.submit(ctx, t, "x")
+	if err != nil {
+		return err
+	}
+	if err := waitState(ctx, r.b, rec.Job.ID, broker.StateRunning); err != nil {
+		return err
+	}
+	s := newStarts(0)
+	stop, err := r.pool(ctx, worker.Config{Workers: 1, Processor: s, LeaseTTL: cfg.LeaseTTL})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	killed := time.Now()
+	_ = child.Process.Kill()
+	at, err := s.started(rec.Job.ID, 4*cfg.LeaseTTL+10*time.Second)
+	if err != nil {
+		return err
+	}
+	took := at.Sub(killed)
+	fmt.Fprintf(cfg.Out, "failover after kill -9: %s with lease TTL %s (%.2f x TTL)\n", round(took), cfg.LeaseTTL, took.Seconds()/cfg.LeaseTTL.Seconds())
+	return nil
+}
+
+func waitState(ctx context.Context, b *broker.Backend, id string, want broker.State) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	_, err := b.Jobs.Wait(ctx, id, func(r broker.JobRecord) bool { return r.State == want })
+	if err != nil {
+		return fmt.Errorf("job %s never became %s: %w", id, want, err)
+	}
+	return nil
+}
+
+// fairness: 2 workers, 3 tenants with 20 jobs of 100 ms each; the longest time any tenant
+// had work and nothing running.
+func fairness(ctx context.Context, cfg Config) error {
+	r, err := newRig(ctx, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	const job = 100 * time.Millisecond
+	s := newStarts(job)
+	stop, err := r.pool(ctx, worker.Config{Workers: 2, Processor: s})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	start := time.Now()
+	for j := range 20 {
+		for i := range 3 {
+			if _, err := r.submit(ctx, tid("fair", i), fmt.Sprint(j)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.awaitResults(ctx, 60, 2*time.Minute); err != nil {
+		return err
+	}
+	worst, who := maxWait(s, start)
+	fmt.Fprintf(cfg.Out, "fairness 2 workers, 3 busy tenants, %s jobs: max wait %s (%s); target <= one job + 1s\n", job, round(worst), who)
+	return nil
+}
+
+// maxWait is the longest gap in any tenant's runs (including before its first), while it
+// still had jobs pending.
+func maxWait(s *starts, start time.Time) (time.Duration, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := map[tenant.ID]time.Time{}
+	var worst time.Duration
+	var who string
+	for _, rn := range s.runs { // appended at each run's end; starts are ordered per tenant
+		prev, ok := last[rn.t]
+		if !ok {
+			prev = start
+		}
+		if gap := rn.start.Sub(prev); gap > worst {
+			worst, who = gap, rn.t.String()
+		}
+		last[rn.t] = rn.end
+	}
+	return worst, who
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	}
+	return strings.TrimSpace(fmt.Sprintf("%.2fs", d.Seconds()))
+}
