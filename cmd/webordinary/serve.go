@@ -28,9 +28,9 @@ import (
 
 type serveFlags struct {
 	data, httpAddr, natsListen, natsURL, natsUser, natsPassword, readyFile string
-	noSync                                                      bool
-	reconcile                                                   time.Duration
-	policy                                                      string
+	noSync                                                                 bool
+	reconcile                                                              time.Duration
+	policy                                                                 string
 	workerFlags
 	logFlags
 }
