@@ -55,9 +55,12 @@ func (s State) Final() bool {
 
 // JobRecord is a job's stored state.
 type JobRecord struct {
-	Job        Job       `json:"job"`
-	State      State     `json:"state"`
+	Job   Job   `json:"job"`
+	State State `json:"state"`
+	// Attempts counts runs started; Failures counts runs that ended in a reported failure.
+	// A run cut short by a crash or a lost lease counts in Attempts only.
 	Attempts   int       `json:"attempts"`
+	Failures   int       `json:"failures,omitempty"`
 	Worker     string    `json:"worker,omitempty"`
 	LeaseToken uint64    `json:"leaseToken,omitempty"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`

@@ -30,7 +30,8 @@ type Config struct {
 	// Quantum is how long a worker may keep a busy tenant while other tenants wait for a
 	// worker; it then releases after the current job (work-conserving). Default 500ms.
 	Quantum time.Duration
-	// MaxAttempts sends a job to the dead-letter queue after this many failed runs. Default 3.
+	// MaxAttempts sends a job to the dead-letter queue after this many failed runs, or after
+	// twice as many starts that never finished (a job that crashes its workers). Default 3.
 	MaxAttempts int
 	// RetryBackoff is the delay before the second attempt, doubled for each later one. Default 1s.
 	RetryBackoff time.Duration

@@ -23,7 +23,8 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 		o.resettle(d, rec, log)
 		return true
 	case errors.Is(err, errExhausted):
-		o.finish(d, rec, broker.StateDead, Outcome{}, fmt.Errorf("gave up after %d attempts: %s", rec.Attempts, rec.LastError), log)
+		o.finish(d, rec, broker.StateDead, Outcome{}, fmt.Errorf("gave up: started %d times without finishing "+
+			"(each time its worker crashed or lost the tenant's lease); last error: %q", rec.Attempts, rec.LastError), log)
 		return true
 	case err != nil:
 		log.ErrorContext(o.ctx, "mark job running; retrying", slog.Any("err", err))
@@ -34,14 +35,18 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 	return o.settle(d, rec, out, perr, cause, log)
 }
 
+// crashStarts is how many starts per allowed attempt a job may use up without finishing.
+const crashStarts = 2
+
 var (
 	errSettled   = errors.New("job already has its final state")
 	errExhausted = errors.New("job has used all its attempts")
 )
 
 // start marks the job running and counts the attempt, in one compare-and-set write. A job
-// already final (redelivered after a crash) returns errSettled; one out of attempts (it
-// crashed its workers) returns errExhausted. A missing record (records expire, messages
+// already final (redelivered after a crash) returns errSettled. A job started crashStarts
+// times per allowed attempt without ever finishing returns errExhausted: it is taking its
+// workers down with it (a crash is not told apart from bad luck, hence the allowance). A missing record (records expire, messages
 // don't) is recreated from the message.
 func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 	job := d.Job()
@@ -50,7 +55,7 @@ func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 		switch {
 		case r.State.Final():
 			return errSettled
-		case r.Attempts >= o.w.cfg.MaxAttempts:
+		case r.Attempts >= crashStarts*o.w.cfg.MaxAttempts:
 			return errExhausted
 		}
 		r.State, r.Attempts, r.Worker, r.LeaseToken = broker.StateRunning, r.Attempts+1, o.w.id, o.lease.Token
@@ -106,19 +111,20 @@ func (o *ownership) settle(d broker.Delivery, rec broker.JobRecord, out Outcome,
 		o.finish(d, rec, broker.StateDone, out, nil, log)
 	case errors.Is(perr, ErrPermanent):
 		o.finish(d, rec, broker.StateFailed, out, perr, log)
-	case rec.Attempts < o.w.cfg.MaxAttempts:
+	case rec.Failures+1 < o.w.cfg.MaxAttempts:
 		o.retry(d, rec, perr, log)
 	default:
-		o.finish(d, rec, broker.StateDead, out, fmt.Errorf("gave up after %d attempts: %w", rec.Attempts, perr), log)
+		rec.Failures++
+		o.finish(d, rec, broker.StateDead, out, fmt.Errorf("gave up after %d failed attempts: %w", rec.Failures, perr), log)
 	}
 	return true
 }
 
 func (o *ownership) retry(d broker.Delivery, rec broker.JobRecord, perr error, log *slog.Logger) {
-	delay := o.w.cfg.RetryBackoff << (rec.Attempts - 1)
-	log.WarnContext(o.ctx, "job failed; will retry", slog.Int("attempt", rec.Attempts), slog.Duration("delay", delay), slog.Any("err", perr))
+	delay := o.w.cfg.RetryBackoff << rec.Failures
+	log.WarnContext(o.ctx, "job failed; will retry", slog.Int("failures", rec.Failures+1), slog.Duration("delay", delay), slog.Any("err", perr))
 	_, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
-		r.State, r.LastError = broker.StateQueued, perr.Error()
+		r.State, r.LastError, r.Failures = broker.StateQueued, perr.Error(), r.Failures+1
 		return nil
 	})
 	if err != nil {
@@ -142,7 +148,7 @@ func (o *ownership) handBack(d broker.Delivery, rec broker.JobRecord, log *slog.
 func (o *ownership) finish(d broker.Delivery, rec broker.JobRecord, state broker.State, out Outcome, cause error, log *slog.Logger) {
 	res := o.result(rec, state, out, cause)
 	rec, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
-		r.State, r.FinishedAt, r.Result = state, res.FinishedAt, &res
+		r.State, r.FinishedAt, r.Result, r.Failures = state, res.FinishedAt, &res, rec.Failures
 		if cause != nil {
 			r.LastError = cause.Error()
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -383,5 +384,37 @@ func TestWorkConservingRelease(t *testing.T) {
 	}
 	for _, id := range lastOf {
 		f.wait(id, 30*time.Second)
+	}
+}
+
+// TestCrashLoopIsDeadLettered: a job that was started twice per allowed attempt and never
+// finished (it keeps taking its workers down) is dead-lettered, not run again.
+func TestCrashLoopIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var runs atomic.Int32
+	f.pool(worker.Config{Workers: 1, MaxAttempts: 3, Processor: worker.ProcessorFunc(
+		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+			runs.Add(1)
+			return worker.Outcome{}, nil
+		})})
+	tn, _ := tenant.New("site", "alice")
+	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "crashes workers", AcceptedAt: time.Now()}
+	b := f.env.Backend
+	if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateRunning, Attempts: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Inbox.Publish(f.ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Claims.Request(f.ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	got := f.wait(job.ID, 10*time.Second)
+	if got.State != broker.StateDead || runs.Load() != 0 {
+		t.Fatalf("state %s after %d runs; want dead without running", got.State, runs.Load())
+	}
+	if got.Result == nil || !strings.Contains(got.Result.Error, "started 6 times without finishing") {
+		t.Fatalf("result %+v does not say why", got.Result)
 	}
 }
