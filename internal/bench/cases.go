@@ -115,7 +115,9 @@ func dispatchOnce(ctx context.Context, cfg Config, warm bool) ([]time.Duration, 
 		if i >= 10 { // warm-up
 			lat = append(lat, at.Sub(t0))
 		}
-		if !warm {
+		if warm {
+			time.Sleep(5 * time.Millisecond) // let the owner settle the last job and wait for the next
+		} else {
 			waitIdle(ctx, r.b, t)
 		}
 	}
@@ -132,47 +134,77 @@ func waitIdle(ctx context.Context, b *broker.Backend, t tenant.ID) {
 	}
 }
 
-// throughput: tenants × jobs on 8 workers split over this process and a second one.
+// throughput: tenants × jobs on 8 workers split over this process and a second one, measured
+// two ways: end to end (submitting while the workers run) and drain (all jobs accepted first,
+// then the workers start).
 func throughput(ctx context.Context, cfg Config) error {
 	for _, shape := range [][2]int{{100, 20}, {1000, 1}} {
-		rate, took, err := throughputOnce(ctx, cfg, shape[0], shape[1])
-		if err != nil {
-			return err
+		for _, drain := range []bool{false, true} {
+			if err := throughputOnce(ctx, cfg, shape[0], shape[1], drain); err != nil {
+				return err
+			}
 		}
-		fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, 8 workers in 2 processes: %6.0f jobs/s (%d jobs in %s)\n",
-			shape[0], shape[1], rate, shape[0]*shape[1], round(took))
 	}
 	return nil
 }
 
-func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int) (float64, time.Duration, error) {
+func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bool) error {
 	r, err := newRig(ctx, cfg, true)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer r.close()
-	stop, err := r.pool(ctx, worker.Config{Workers: 4, Processor: newStarts(0)})
+	n := tenants * jobs
+	var submitted time.Duration
+	if drain {
+		start := time.Now()
+		if err := submitAll(ctx, r, tenants, jobs); err != nil {
+			return err
+		}
+		submitted = time.Since(start)
+	}
+	stop, err := startEight(ctx, cfg, r)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer stop()
-	child, err := startWorkerProcess(cfg, r.url, 4, "noop")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer stopProcess(child)
-	if err := waitWorkers(ctx, r.b, 8); err != nil {
-		return 0, 0, err
-	}
 	start := time.Now()
-	if err := submitAll(ctx, r, tenants, jobs); err != nil {
-		return 0, 0, err
+	if !drain {
+		if err := submitAll(ctx, r, tenants, jobs); err != nil {
+			return err
+		}
+		submitted = time.Since(start)
 	}
-	if err := r.awaitResults(ctx, tenants*jobs, 5*time.Minute); err != nil {
-		return 0, 0, err
+	if err := r.awaitResults(ctx, n, 5*time.Minute); err != nil {
+		return err
 	}
 	took := time.Since(start)
-	return float64(tenants*jobs) / took.Seconds(), took, nil
+	mode := "end to end"
+	if drain {
+		mode = "drain     "
+	}
+	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, 8 workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s)\n",
+		tenants, jobs, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds())
+	return nil
+}
+
+// startEight starts 4 workers here and 4 in a second process and waits until all 8 announce.
+func startEight(ctx context.Context, cfg Config, r *rig) (stop func(), err error) {
+	stopLocal, err := r.pool(ctx, worker.Config{Workers: 4, Processor: newStarts(0)})
+	if err != nil {
+		return nil, err
+	}
+	child, err := startWorkerProcess(cfg, r.url, 4, "noop")
+	if err != nil {
+		stopLocal()
+		return nil, err
+	}
+	stop = func() { stopProcess(child); stopLocal() }
+	if err := waitWorkers(ctx, r.b, 8); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
 
 // submitAll submits jobs round-robin over tenants from 8 goroutines, each tenant's jobs in order.

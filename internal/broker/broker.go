@@ -78,6 +78,9 @@ type Delivery interface {
 	Job() Job
 	// Attempt is how many times the backend has delivered this message to this consumer (1 first).
 	Attempt() int
+	// Behind is how many messages were queued behind this one when it was delivered, or -1
+	// when the backend cannot tell. A hint: 0 lets an owner release at once when others wait.
+	Behind() int
 	// Extend resets the AckWait clock (a heartbeat while the job runs).
 	Extend(ctx context.Context) error
 	// Ack removes the message from the queue for good. Idempotent.

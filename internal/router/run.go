@@ -125,6 +125,10 @@ func (r *Router) consumeResults(ctx context.Context) {
 func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {
 	res := d.Result()
 	log := r.log.With(slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID))
+	if err := r.recordResult(ctx, res); err != nil {
+		log.WarnContext(ctx, "record result; will be delivered again", slog.Any("err", err))
+		return
+	}
 	if r.cfg.OnResult != nil {
 		if err := r.cfg.OnResult(ctx, res); err != nil {
 			log.WarnContext(ctx, "handle result; will be delivered again", slog.Any("err", err))
@@ -135,6 +139,25 @@ func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {
 	}
 	_ = d.Ack(ctx)
 }
+
+// recordResult makes the job's record final from its result when the record lags: records
+// persist asynchronously, the results stream does not.
+func (r *Router) recordResult(ctx context.Context, res broker.Result) error {
+	_, err := r.b.Jobs.Update(ctx, res.JobID, func(rec *broker.JobRecord) error {
+		if rec.State.Final() {
+			return errAlreadyFinal
+		}
+		rec.State, rec.FinishedAt, rec.Result = res.State, res.FinishedAt, &res
+		rec.LastError = res.Error
+		return nil
+	})
+	if errors.Is(err, errAlreadyFinal) || errors.Is(err, broker.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+var errAlreadyFinal = errors.New("record already final")
 
 func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

@@ -11,8 +11,12 @@ import (
 )
 
 // pollWait bounds one wait for a tenant's next job, so release decisions and shutdown are
-// looked at several times a second; a job published during the wait is delivered at once.
-const pollWait = 250 * time.Millisecond
+// looked at ten times a second; a job published during the wait is delivered at once.
+const pollWait = 100 * time.Millisecond
+
+// briefWait is the wait for a next job while other tenants wait for a worker: long enough for
+// the last job's ack to be processed and the next message delivered.
+const briefWait = 10 * time.Millisecond
 
 // ownership is one worker's tenure of one tenant, from acquire to release.
 type ownership struct {
@@ -26,6 +30,7 @@ type ownership struct {
 	claimedAt time.Time
 	lastJob   time.Time
 	idle      bool
+	drained   bool // the last job had nothing queued behind it
 
 	mu    sync.Mutex
 	lease broker.Lease
@@ -70,8 +75,16 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 		defer stop()
 		go o.interrupts(in)
 	}
-	for o.ctx.Err() == nil && shutdown.Err() == nil && !o.shouldRelease(shutdown) {
-		d, err := q.Next(o.ctx, pollWait)
+	for o.ctx.Err() == nil && shutdown.Err() == nil {
+		others := o.w.pool.waiting.any(o.ctx)
+		if o.shouldRelease(shutdown, others) {
+			return
+		}
+		wait := pollWait
+		if others {
+			wait = briefWait // others wait: a tenant with no job at hand is released at once
+		}
+		d, err := q.Next(o.ctx, wait)
 		switch {
 		case errors.Is(err, broker.ErrNoMessage):
 			o.idle = true
@@ -81,7 +94,7 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 				sleep(o.ctx, 100*time.Millisecond)
 			}
 		default:
-			o.idle = false
+			o.idle, o.drained = false, d.Behind() == 0
 			if !o.runJob(shutdown, d) {
 				return
 			}
@@ -91,27 +104,18 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 }
 
 // shouldRelease: idle for IdleRelease, or other tenants wait for a worker while this one is
-// idle or has had its quantum.
-func (o *ownership) shouldRelease(ctx context.Context) bool {
+// idle, drained, or has had its quantum.
+func (o *ownership) shouldRelease(ctx context.Context, others bool) bool {
 	cfg := o.w.cfg
 	if o.idle && time.Since(o.lastJob) >= cfg.IdleRelease {
 		o.log.InfoContext(ctx, "releasing idle tenant", slog.Duration("idle", time.Since(o.lastJob)))
 		return true
 	}
-	if !o.w.pool.waiting.any(ctx) {
-		return false
-	}
-	if o.idle || time.Since(o.claimedAt) >= cfg.Quantum || o.drained(ctx) {
+	if others && (o.idle || o.drained || time.Since(o.claimedAt) >= cfg.Quantum) {
 		o.log.DebugContext(ctx, "releasing early: other tenants are waiting")
 		return true
 	}
 	return false
-}
-
-// drained reports that the tenant has no pending jobs right now.
-func (o *ownership) drained(ctx context.Context) bool {
-	n, err := o.b.Inbox.Pending(ctx, o.lease.Tenant)
-	return err == nil && n == 0
 }
 
 func (o *ownership) heartbeat(stop <-chan struct{}, done chan<- struct{}) {

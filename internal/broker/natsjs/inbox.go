@@ -179,12 +179,13 @@ type delivery struct {
 	m       jetstream.Msg
 	job     broker.Job
 	attempt int
+	behind  int
 }
 
 func newDelivery(q *queue, m jetstream.Msg) (*delivery, error) {
-	d := &delivery{q: q, m: m, attempt: 1}
+	d := &delivery{q: q, m: m, attempt: 1, behind: -1}
 	if meta, err := m.Metadata(); err == nil {
-		d.attempt = int(meta.NumDelivered)
+		d.attempt, d.behind = int(meta.NumDelivered), int(meta.NumPending)
 	}
 	if err := json.Unmarshal(m.Data(), &d.job); err != nil {
 		return d, fmt.Errorf("natsjs: undecodable job on %s: %w", m.Subject(), err)
@@ -194,13 +195,16 @@ func newDelivery(q *queue, m jetstream.Msg) (*delivery, error) {
 
 func (d *delivery) Job() broker.Job { return d.job }
 func (d *delivery) Attempt() int    { return d.attempt }
+func (d *delivery) Behind() int     { return d.behind }
 
 func (d *delivery) Extend(ctx context.Context) error {
 	return ctxErr(ctx, wrap("extend", d.job.ID, d.m.InProgress()))
 }
 
+// Ack does not wait for the server's confirmation: a lost ack means a redelivery, which the
+// worker settles idempotently from the job's final record.
 func (d *delivery) Ack(ctx context.Context) error {
-	err := d.m.DoubleAck(ctx)
+	err := d.m.Ack()
 	if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 		return nil
 	}

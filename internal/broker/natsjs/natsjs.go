@@ -167,14 +167,39 @@ func (a *adapter) setupBuckets(ctx context.Context) error {
 		LimitMarkerTTL: time.Second, Replicas: r}); err != nil {
 		return err
 	}
-	if a.jobs, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketJobs, History: 1,
-		TTL: a.cfg.JobRetention, Replicas: r}); err != nil {
+	if a.jobs, err = a.jobsBucket(ctx); err != nil {
 		return err
 	}
 	// Presence is rebuilt by every worker's next heartbeat: memory is enough.
 	a.workers, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketWorkers, History: 1,
 		LimitMarkerTTL: time.Second, Replicas: r, Storage: jetstream.MemoryStorage})
 	return err
+}
+
+// jobsBucket creates the job records bucket. Records are a view: the accepted job is in
+// WO_IN and its outcome in WO_RESULTS, both fsync'd, and the router rewrites a final record
+// from its result. So on a single server the bucket's stream persists asynchronously
+// (PersistMode async, which KeyValueConfig cannot set): record writes cost no fsync, leaving
+// three synced writes per job (publish, result, ack).
+func (a *adapter) jobsBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	cfg := jetstream.StreamConfig{
+		Name: "KV_" + bucketJobs, Subjects: []string{"$KV." + bucketJobs + ".>"},
+		MaxMsgsPerSubject: 1, MaxBytes: -1, MaxMsgs: -1, MaxMsgSize: -1, MaxConsumers: -1,
+		MaxAge: a.cfg.JobRetention, Duplicates: 2 * time.Minute, Storage: jetstream.FileStorage,
+		Replicas: a.cfg.Replicas, AllowRollup: true, DenyDelete: true, AllowDirect: true,
+		Discard: jetstream.DiscardNew,
+	}
+	if a.cfg.Replicas == 1 {
+		cfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	if _, err := a.stream(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucketJobs, err)
+	}
+	kv, err := a.js.KeyValue(ctx, bucketJobs)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucketJobs, err)
+	}
+	return kv, nil
 }
 
 func (a *adapter) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
