@@ -33,6 +33,9 @@ type Backend struct {
 	Signals  Signals
 	Jobs     Jobs
 	Presence Presence
+	// Table opens (creating when missing) a small durable key-value table of records other
+	// than jobs: projects, threads. name is ^[a-z0-9_]+$.
+	Table func(ctx context.Context, name string) (Table, error)
 	// Close releases the backend's connections (not the data).
 	Close func() error
 }
@@ -211,4 +214,21 @@ type Presence interface {
 	Leave(ctx context.Context, id string) error
 	// List returns the live workers.
 	List(ctx context.Context) ([]WorkerInfo, error)
+}
+
+// Table is a small durable key-value table. Values are opaque bytes (JSON by convention);
+// versions are compare-and-set handles.
+type Table interface {
+	// Get returns the value and its version, or ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, uint64, error)
+	// Create stores a new key; ErrExists if it is there.
+	Create(ctx context.Context, key string, value []byte) (uint64, error)
+	// Update replaces the value if its version is still version; ErrConflict otherwise.
+	Update(ctx context.Context, key string, value []byte, version uint64) (uint64, error)
+	// Put stores the value whatever is there.
+	Put(ctx context.Context, key string, value []byte) (uint64, error)
+	// Delete removes the key. Idempotent.
+	Delete(ctx context.Context, key string) error
+	// Keys lists every key, sorted.
+	Keys(ctx context.Context) ([]string, error)
 }

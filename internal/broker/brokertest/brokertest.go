@@ -89,6 +89,7 @@ func groups() []group {
 		{"Signals", signalContracts()},
 		{"Jobs", jobContracts()},
 		{"Presence", presenceContracts()},
+		{"Tables", tableContracts()},
 		{"Context", contextContracts()},
 	}
 }

