@@ -17,7 +17,6 @@ func tableContracts() []contract {
 	}
 }
 
-
 func testTableBasics(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
 	tb, err := b.Table(ctx, "projects")
