@@ -1,0 +1,246 @@
+// Package intake is webordinary's SMTP listener. A message is written to the spool and
+// fsync'd before the server answers 250, then handed to the router asynchronously, in
+// arrival order; a crash between the 250 and the handling loses nothing (the spool is
+// handled again at start). Recipients outside the configured domains are refused at RCPT,
+// oversize messages at DATA (552), and STARTTLS is offered when a certificate is configured.
+package intake
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Envelope is what the SMTP session knew about a message.
+type Envelope struct {
+	RemoteIP   string    `json:"remoteIp"`
+	Helo       string    `json:"helo"`
+	MailFrom   string    `json:"mailFrom"`
+	Rcpt       []string  `json:"rcpt"`
+	TLS        bool      `json:"tls"`
+	ReceivedAt time.Time `json:"receivedAt"`
+}
+
+// Handler processes one accepted message. A nil error removes it from the spool; an error
+// keeps it for another try (the handler must be idempotent: it may see a message twice).
+type Handler func(ctx context.Context, env Envelope, raw []byte) error
+
+// Config configures the listener.
+type Config struct {
+	// Addr to listen on. Default 127.0.0.1:2525.
+	Addr string
+	// Domains we accept mail for (the part after @ of a recipient). Required.
+	Domains []string
+	// MaxBytes bounds a message. Default 25 MB.
+	MaxBytes int64
+	// Spool is the directory accepted messages are kept in until handled. Required.
+	Spool string
+	// TLS enables STARTTLS.
+	TLS *tls.Config
+	// Hostname is announced in the greeting. Default "localhost".
+	Hostname string
+	// Handler processes accepted messages. Required.
+	Handler Handler
+	// RetryEvery is how often a message whose handling failed is tried again. Default 30s.
+	RetryEvery time.Duration
+	Logger     *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:2525"
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 25 << 20
+	}
+	if c.Hostname == "" {
+		c.Hostname = "localhost"
+	}
+	if c.RetryEvery == 0 {
+		c.RetryEvery = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	for i, d := range c.Domains {
+		c.Domains[i] = strings.ToLower(strings.TrimSpace(d))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case len(c.Domains) == 0:
+		return errors.New("intake: no mail domain configured (set --mail-domain, e.g. --mail-domain edit.example.com)")
+	case c.Spool == "":
+		return errors.New("intake: no spool directory")
+	case c.Handler == nil:
+		return errors.New("intake: no handler")
+	}
+	return nil
+}
+
+// Server is the SMTP listener plus the spool's handling loop.
+type Server struct {
+	cfg   Config
+	spool *spool
+	smtp  *smtp.Server
+	ln    net.Listener
+	wake  chan struct{}
+}
+
+// New validates cfg, opens the spool and starts listening.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	sp, err := openSpool(cfg.Spool)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, spool: sp, wake: make(chan struct{}, 1)}
+	s.smtp = s.newSMTP()
+	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("intake: listen %s: %w (pick another --smtp address)", cfg.Addr, err)
+	}
+	return s, nil
+}
+
+func (s *Server) newSMTP() *smtp.Server {
+	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		return &session{s: s, env: s.envelopeOf(c)}, nil
+	}))
+	srv.Domain = s.cfg.Hostname
+	srv.MaxMessageBytes = s.cfg.MaxBytes
+	srv.MaxRecipients = 50
+	srv.ReadTimeout, srv.WriteTimeout = 5*time.Minute, time.Minute
+	srv.TLSConfig = s.cfg.TLS
+	return srv
+}
+
+func (s *Server) envelopeOf(c *smtp.Conn) Envelope {
+	env := Envelope{Helo: c.Hostname()}
+	if addr, ok := c.Conn().RemoteAddr().(*net.TCPAddr); ok {
+		env.RemoteIP = addr.IP.String()
+	}
+	_, env.TLS = c.TLSConnectionState()
+	return env
+}
+
+// Addr is the listening address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Run serves SMTP and handles the spool until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		_ = s.smtp.Close()
+	}()
+	go s.handleLoop(ctx)
+	err := s.smtp.Serve(s.ln)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) accepted() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// handleLoop hands spooled messages to the handler, oldest first.
+func (s *Server) handleLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.RetryEvery)
+	defer t.Stop()
+	for {
+		s.drain(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) drain(ctx context.Context) {
+	ids, err := s.spool.pending()
+	if err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "read mail spool", slog.Any("err", err))
+		return
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		s.handleOne(ctx, id)
+	}
+}
+
+func (s *Server) handleOne(ctx context.Context, id string) {
+	env, raw, err := s.spool.read(id)
+	if err == nil {
+		err = s.cfg.Handler(ctx, env, raw)
+	}
+	if err != nil {
+		s.cfg.Logger.WarnContext(ctx, "mail handling failed; will retry", slog.String("spool", id), slog.Any("err", err))
+		return
+	}
+	if err := s.spool.done(id); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "remove handled mail from spool", slog.Any("err", err))
+	}
+}
+
+// session is one SMTP conversation.
+type session struct {
+	s   *Server
+	env Envelope
+}
+
+func (ss *session) Reset()        { ss.env.MailFrom, ss.env.Rcpt = "", nil }
+func (ss *session) Logout() error { return nil }
+
+func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+	ss.env.MailFrom = from
+	return nil
+}
+
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	_, domain, ok := strings.Cut(strings.ToLower(to), "@")
+	for _, d := range ss.s.cfg.Domains {
+		if ok && domain == d {
+			ss.env.Rcpt = append(ss.env.Rcpt, to)
+			return nil
+		}
+	}
+	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
+		Message: "we only accept mail for " + strings.Join(ss.s.cfg.Domains, ", ")}
+}
+
+// Data spools the message durably before the 250.
+func (ss *session) Data(r io.Reader) error {
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return err // go-smtp reports an oversize message as 552 itself
+	}
+	env := ss.env
+	env.ReceivedAt = time.Now().UTC()
+	if _, err := ss.s.spool.write(env, raw); err != nil {
+		ss.s.cfg.Logger.Error("spool mail", slog.Any("err", err))
+		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "could not store the message; try again later"}
+	}
+	ss.s.accepted()
+	return nil
+}
