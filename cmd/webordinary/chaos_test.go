@@ -218,7 +218,7 @@ func TestKilledWorkerLeavesNoProcesses(t *testing.T) {
 		pids = readPids(pidFile)
 	}
 	_ = w.Process.Kill()
-	c.start("worker", "--nats", c.nats, "--agent", "noop", "--lease-ttl", "1s")
+	c.start("worker", "--nats", c.nats, "--processor", "noop", "--lease-ttl", "1s")
 	deadline = time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
 		for alive(pid) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,28 +52,51 @@ func parse(fs *flag.FlagSet, args []string) error {
 
 // workerFlags are shared by serve and worker.
 type workerFlags struct {
-	workers      int
-	agent        string
-	agentCommand string
-	workspaces   string
-	leaseTTL     time.Duration
-	idleRelease  time.Duration
-	quantum      time.Duration
-	maxAttempts  int
-	grace        time.Duration
+	workers       int
+	processor     string
+	agentCommand  string
+	workspaces    string
+	state         string
+	previews      string
+	previewPort   int
+	previewDomain string
+	buildTimeout  time.Duration
+	leaseTTL      time.Duration
+	idleRelease   time.Duration
+	quantum       time.Duration
+	maxAttempts   int
+	grace         time.Duration
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
 	fs.IntVar(&w.workers, "workers", defaultWorkers, "how many tenants this process serves at once (serve: 0 = router and API only)")
-	fs.StringVar(&w.agent, "agent", "command", "command (run --agent-command per job) or noop (does nothing; for benchmarks)")
+	fs.StringVar(&w.processor, "processor", "pipeline",
+		"what a job does: pipeline (git, the project's agent, build, preview, push), command (run --agent-command in a per-tenant directory), or noop (benchmarks)")
 	fs.StringVar(&w.agentCommand, "agent-command", `echo "$WO_INSTRUCTION" >> instructions.log && echo "recorded instruction for $WO_PROJECT/$WO_USER"`,
-		"shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
-	fs.StringVar(&w.workspaces, "workspaces", "", "root of per-tenant directories (default <data>/workspaces)")
+		"with --processor command: shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
+	fs.StringVar(&w.workspaces, "workspaces", "", "root of per-tenant working copies; the same path on every worker (default <data>/workspaces)")
+	fs.StringVar(&w.state, "state", "", "root of per-tenant agent and build state (default <data>/state)")
+	fs.StringVar(&w.previews, "previews", "", "directory previews are deployed into; shared with the preview server (default <data>/previews)")
+	fs.IntVar(&w.previewPort, "preview-port", 8081, "preview server port, for the links in results")
+	fs.StringVar(&w.previewDomain, "preview-domain", "localhost", "preview host suffix: edit.<project>.<domain>")
+	fs.DurationVar(&w.buildTimeout, "build-timeout", 10*time.Minute, "bound on a site's install and build")
 	fs.DurationVar(&w.leaseTTL, "lease-ttl", 15*time.Second, "tenant lease time to live; a crashed worker's tenants move after about this long")
 	fs.DurationVar(&w.idleRelease, "idle-release", 30*time.Minute, "release a tenant after this long without jobs")
 	fs.DurationVar(&w.quantum, "quantum", 500*time.Millisecond, "keep a busy tenant at most this long while other tenants wait for a worker")
 	fs.IntVar(&w.maxAttempts, "max-attempts", 3, "dead-letter a job after this many failed runs")
 	fs.DurationVar(&w.grace, "shutdown-grace", 10*time.Second, "on shutdown, let a running job finish this long before handing it back")
+}
+
+// defaults fills the directories from the data directory.
+func (w *workerFlags) defaults(data string) {
+	for _, d := range []struct {
+		p    *string
+		name string
+	}{{&w.workspaces, "workspaces"}, {&w.state, "state"}, {&w.previews, "previews"}} {
+		if *d.p == "" {
+			*d.p = filepath.Join(data, d.name)
+		}
+	}
 }
 
 func (w *workerFlags) config() worker.Config {

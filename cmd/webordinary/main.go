@@ -20,6 +20,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"serve":   runServe,
 	"worker":  runWorker,
 	"send":    runSend,
+	"project": runProject,
 	"status":  runStatus,
 	"bench":   runBench,
 	"version": func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
@@ -32,6 +33,7 @@ Usage: webordinary <command> [flags]
 Commands:
   serve    run everything in one process: engine, router, workers, HTTP API
   worker   run a generic worker against a NATS server (scale-out)
+  project  add, list, show or remove projects (sites)
   send     submit an instruction to a running serve
   status   show leases, pending jobs, workers and recent jobs
   bench    measure the control plane (dispatch latency, throughput, failover, fairness)

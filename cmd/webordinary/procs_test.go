@@ -36,7 +36,7 @@ func startCluster(t *testing.T, agent string, serveWorkers int, extra ...string)
 	ready := filepath.Join(c.dir, "ready.json")
 	args := append([]string{"serve", "--data", filepath.Join(c.dir, "data"), "--http", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--ready-file", ready, "--workers", fmt.Sprint(serveWorkers),
-		"--agent-command", agent, "--lease-ttl", "1s", "--reconcile", "300ms", "--no-sync",
+		"--processor", "command", "--agent-command", agent, "--lease-ttl", "1s", "--reconcile", "300ms", "--no-sync", "--preview", "",
 		"--shutdown-grace", "1s", "--log-level", "warn", "--workspaces", filepath.Join(c.dir, "workspaces")}, extra...)
 	c.serveP = c.start(args...)
 	c.api, c.nats = waitReady(t, ready)
@@ -66,7 +66,7 @@ func (c *cluster) start(args ...string) *exec.Cmd {
 
 // worker starts a worker process with n workers.
 func (c *cluster) worker(n int) *exec.Cmd {
-	return c.start("worker", "--nats", c.nats, "--workers", fmt.Sprint(n), "--agent-command", c.agent,
+	return c.start("worker", "--nats", c.nats, "--workers", fmt.Sprint(n), "--processor", "command", "--agent-command", c.agent,
 		"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "1s", "--log-level", "warn")
 }
 

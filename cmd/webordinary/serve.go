@@ -21,16 +21,19 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/pipeline"
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
 type serveFlags struct {
-	data, httpAddr, natsListen, natsURL, natsUser, natsPassword, readyFile string
-	noSync                                                                 bool
-	reconcile                                                              time.Duration
-	policy                                                                 string
+	data, httpAddr, previewAddr, natsListen, natsURL, natsUser, natsPassword, readyFile string
+	noSync                                                                              bool
+	reconcile                                                                           time.Duration
+	policy                                                                              string
 	workerFlags
 	logFlags
 }
@@ -40,6 +43,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs := newFlags("serve", "[flags]")
 	fs.StringVar(&f.data, "data", ".webordinary", "data directory (JetStream files, workspaces)")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP API address")
+	fs.StringVar(&f.previewAddr, "preview", "127.0.0.1:8081", "preview server address (http://edit.<project>.localhost:<port>/); empty = none")
 	fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS accepts other worker processes; empty = in-process only")
 	fs.StringVar(&f.natsURL, "nats", "", "use this external NATS server or cluster instead of the embedded one")
 	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (required with a non-loopback --nats-listen)")
@@ -65,8 +69,10 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if policy != router.PolicyInterrupt && policy != router.PolicyQueue {
 		return fmt.Errorf("--interrupt-policy %q: use interrupt or queue", f.policy)
 	}
-	if f.workspaces == "" {
-		f.workspaces = filepath.Join(f.data, "workspaces")
+	f.defaults(f.data)
+	previewLn, err := f.listenPreview()
+	if err != nil {
+		return err
 	}
 	eng, err := f.engine(ctx)
 	if err != nil {
@@ -78,9 +84,13 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	projects, err := project.Open(ctx, eng.backend)
+	if err != nil {
+		return err
+	}
 	var pool *worker.Pool
 	if f.workers > 0 { // --workers 0: router and API only, workers run elsewhere
-		if pool, err = newPool(f.workerFlags, eng.backend, log); err != nil {
+		if pool, err = newPool(ctx, f.workerFlags, eng.backend, log); err != nil {
 			return err
 		}
 	}
@@ -88,9 +98,9 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--http %s: %w (is another webordinary running? pick another port)", f.httpAddr, err)
 	}
-	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool)}).Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:     http://%s (try: webordinary send --project site --user alice --instruction 'hello' --wait)\n  engine:  %s\n  data:    %s\n  workers: %d running %q\n",
-		ln.Addr(), eng.describe, f.data, f.workers, f.agentCommand)
+	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:      http://%s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
+		ln.Addr(), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
 	if err := f.writeReady(ln.Addr().String(), eng); err != nil {
 		return err
 	}
@@ -100,6 +110,13 @@ func (f *serveFlags) run(ctx context.Context) error {
 		wg.Go(func() { _ = pool.Run(ctx) })
 	}
 	wg.Go(func() { serveHTTP(ctx, srv, ln, log) })
+	if previewLn != nil {
+		psrv, err := f.previewServer(log)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { serveHTTP(ctx, psrv, previewLn, log) })
+	}
 	wg.Wait()
 	return nil
 }
@@ -203,8 +220,36 @@ func injectUser(url, user, password string) string {
 	return scheme + "://" + user + ":" + password + "@" + rest
 }
 
-func newPool(f workerFlags, b *broker.Backend, log *slog.Logger) (*worker.Pool, error) {
-	proc, err := newProcessor(f)
+// listenPreview opens the preview server's listener, so workers report its real port.
+func (f *serveFlags) listenPreview() (net.Listener, error) {
+	if f.previewAddr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", f.previewAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--preview %s: %w (pick another port, or --preview '' to run none)", f.previewAddr, err)
+	}
+	f.previewPort = ln.Addr().(*net.TCPAddr).Port
+	return ln, nil
+}
+
+func (f *serveFlags) previewURL(ln net.Listener) string {
+	if ln == nil {
+		return "not served (--preview '')"
+	}
+	return fmt.Sprintf("http://edit.<project>.%s:%d/ (serving %s)", f.previewDomain, f.previewPort, f.previews)
+}
+
+func (f *serveFlags) previewServer(log *slog.Logger) (*http.Server, error) {
+	h, err := preview.NewServer(preview.ServerConfig{Root: f.previews, Domain: f.previewDomain, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, nil
+}
+
+func newPool(ctx context.Context, f workerFlags, b *broker.Backend, log *slog.Logger) (*worker.Pool, error) {
+	proc, err := newProcessor(ctx, f, b, log)
 	if err != nil {
 		return nil, err
 	}
@@ -213,8 +258,10 @@ func newPool(f workerFlags, b *broker.Backend, log *slog.Logger) (*worker.Pool, 
 	return worker.New(cfg)
 }
 
-func newProcessor(f workerFlags) (worker.Processor, error) {
-	switch f.agent {
+func newProcessor(ctx context.Context, f workerFlags, b *broker.Backend, log *slog.Logger) (worker.Processor, error) {
+	switch f.processor {
+	case "pipeline":
+		return newPipeline(ctx, f, b, log)
 	case "command":
 		return command.New(command.Config{Command: f.agentCommand, Root: f.workspaces})
 	case "noop":
@@ -222,7 +269,24 @@ func newProcessor(f workerFlags) (worker.Processor, error) {
 			return worker.Outcome{Summary: "noop"}, nil
 		}), nil
 	}
-	return nil, fmt.Errorf("--agent %q: use command or noop", f.agent)
+	return nil, fmt.Errorf("--processor %q: use pipeline, command or noop", f.processor)
+}
+
+func newPipeline(ctx context.Context, f workerFlags, b *broker.Backend, log *slog.Logger) (worker.Processor, error) {
+	projects, err := project.Open(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	threads, err := project.OpenThreads(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	target, err := preview.NewDir(preview.DirConfig{Root: f.previews, Port: f.previewPort, Domain: f.previewDomain, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: f.workspaces,
+		State: f.state, Preview: target, BuildTimeout: f.buildTimeout, Logger: log})
 }
 
 func localWorkers(p *worker.Pool) func() []broker.WorkerInfo {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 )
 
 func runWorker(ctx context.Context, args []string) error {
@@ -26,9 +25,7 @@ func runWorker(ctx context.Context, args []string) error {
 	if url == "" {
 		return errors.New("--nats is required: point it at a serve's --nats-listen address or your NATS cluster")
 	}
-	if wf.workspaces == "" {
-		wf.workspaces = filepath.Join(".webordinary", "workspaces")
-	}
+	wf.defaults(".webordinary")
 	log, err := lf.logger(os.Stderr)
 	if err != nil {
 		return err
@@ -38,10 +35,10 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.close()
-	pool, err := newPool(wf, eng.backend, log)
+	pool, err := newPool(ctx, wf, eng.backend, log)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "webordinary worker: %d workers on %s running %q\n", wf.workers, eng.describe, wf.agentCommand)
+	fmt.Fprintf(os.Stderr, "webordinary worker: %d workers on %s (processor %s)\n", wf.workers, eng.describe, wf.processor)
 	return pool.Run(ctx)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 )
 
@@ -27,6 +28,8 @@ type Server struct {
 	Logger  *slog.Logger
 	// LocalWorkers reports this process's workers first-hand; optional.
 	LocalWorkers func() []broker.WorkerInfo
+	// Projects enables the /api/projects routes; optional.
+	Projects *project.Store
 }
 
 // Handler returns the API's routes.
@@ -37,6 +40,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/jobs/{id}/interrupt", s.interrupt)
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /healthz", s.health)
+	s.projectRoutes(mux)
 	return mux
 }
 

@@ -229,10 +229,10 @@ func submitAll(ctx context.Context, r *rig, tenants, jobs int) error {
 }
 
 func startWorkerProcess(cfg Config, url string, workers int, agent string) (*exec.Cmd, error) {
-	args := []string{"worker", "--nats", url, "--workers", fmt.Sprint(workers), "--agent", agent,
+	args := []string{"worker", "--nats", url, "--workers", fmt.Sprint(workers), "--processor", "noop",
 		"--lease-ttl", cfg.LeaseTTL.String(), "--log-level", "error"}
 	if agent != "noop" {
-		args = append(args, "--agent-command", agent, "--agent", "command")
+		args = append(args, "--agent-command", agent, "--processor", "command")
 	}
 	cmd := exec.Command(cfg.Self, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -35,7 +35,8 @@ type Project struct {
 	AttachmentsDir string `json:"attachmentsDir"`
 	// MaxAttachmentBytes bounds one attachment. Default 10 MB.
 	MaxAttachmentBytes int64 `json:"maxAttachmentBytes"`
-	// RepairTurns is how many times the agent may fix a failed build. Default 1.
+	// RepairTurns is how many times the agent may fix a failed build. 0 means the default, 1;
+	// a negative value means none.
 	RepairTurns int `json:"repairTurns"`
 	// Senders maps a sender address to the user id it acts as.
 	Senders   map[string]string `json:"senders,omitempty"`

@@ -242,3 +242,18 @@ func AskpassEnv(dir string) ([]string, error) {
 	}
 	return []string{"GIT_ASKPASS=" + path}, nil
 }
+
+// Status lists the paths that differ from HEAD (tracked changes and untracked files).
+func (w *Workspace) Status(ctx context.Context) ([]string, error) {
+	out, err := w.git(ctx, "status", "--porcelain", "-z", "--untracked-files=all")
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, entry := range strings.Split(out, "\x00") {
+		if len(entry) > 3 {
+			paths = append(paths, entry[3:])
+		}
+	}
+	return paths, nil
+}

@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// opencode runs opencode non-interactively (opencode run --format json).
+type opencode struct{}
+
+var _ adapter = opencode{}
+
+// opencodeEnv are the model credentials opencode may use; other providers' keys go in
+// Spec.PassEnv.
+var opencodeEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY"}
+
+func (opencode) program(spec Spec) (string, string) {
+	return binaryOr(spec, "opencode"), "install opencode (npm install -g opencode-ai) " +
+		"or set the agent command to the path of the opencode binary"
+}
+
+func (opencode) credentials() []string { return opencodeEnv }
+
+// invoke passes the system prompt and the prompt as one message argument after "--" (so that
+// a prompt starting with "-" is not taken for a flag), and --session to continue a session.
+// opencode chooses new session ids itself and reports them on every event.
+func (opencode) invoke(spec Spec, req Request) (invocation, parser) {
+	var env []string
+	if req.ConfigDir != "" {
+		env = append(env, "XDG_DATA_HOME="+req.ConfigDir) // sessions live in $XDG_DATA_HOME/opencode
+	}
+	inv := invocation{args: opencodeArgs(spec, req), env: env}
+	return inv, &opencodeParser{session: req.Session}
+}
+
+func opencodeArgs(spec Spec, req Request) []string {
+	args := []string{"run", "--format", "json"}
+	if spec.Model != "" {
+		args = append(args, "--model", spec.Model)
+	}
+	if req.Resume {
+		args = append(args, "--session", req.Session)
+	}
+	return append(args, "--", withSystemPrompt(req))
+}
+
+// opencodeEvent is the part of an opencode run --format json line the adapter reads.
+type opencodeEvent struct {
+	Type      string `json:"type"`
+	SessionID string `json:"sessionID"`
+	Part      struct {
+		SessionID string  `json:"sessionID"`
+		Text      string  `json:"text"`
+		Cost      float64 `json:"cost"`
+	} `json:"part"`
+	Error    json.RawMessage `json:"error"`
+	Rejected []string        `json:"rejected"`
+}
+
+type opencodeParser struct {
+	session  string // the id opencode was started with
+	reported string // the id opencode reported
+	lastText string
+	cost     float64
+	steps    int
+	errors   []string
+	rejected []string
+}
+
+func (p *opencodeParser) line(b []byte) {
+	var ev opencodeEvent
+	if !decode(b, &ev) {
+		return
+	}
+	if id := firstNonEmpty(ev.SessionID, ev.Part.SessionID); id != "" {
+		p.reported = id
+	}
+	switch ev.Type {
+	case "text":
+		if t := strings.TrimSpace(ev.Part.Text); t != "" {
+			p.lastText = t
+		}
+	case "step_finish":
+		p.steps++
+		p.cost += ev.Part.Cost
+	case "error":
+		p.errors = append(p.errors, opencodeError(ev.Error))
+	case "done":
+		p.rejected = append(p.rejected, ev.Rejected...)
+	}
+}
+
+// opencodeError is an error event's message: error.data.message, else error.name.
+func opencodeError(raw json.RawMessage) string {
+	var e struct {
+		Name string `json:"name"`
+		Data struct {
+			Message string `json:"message"`
+		} `json:"data"`
+	}
+	if len(raw) == 0 || !decode(raw, &e) {
+		return firstNonEmpty(string(raw), "unknown error")
+	}
+	return firstNonEmpty(e.Data.Message, e.Name, "unknown error")
+}
+
+// judge: OK means at least one finished step, no error event, no rejected permission and exit
+// status 0.
+func (p *opencodeParser) judge(res *Result) {
+	res.Session = firstNonEmpty(p.reported, p.session)
+	res.CostUSD, res.Turns = p.cost, p.steps
+	res.Summary = firstNonEmpty(p.lastText, lastLine(res.OutputTail))
+	switch {
+	case len(p.errors) > 0:
+		res.Error = "opencode reported an error: " + strings.Join(p.errors, "; ")
+	case len(p.rejected) > 0:
+		res.Error = "opencode was denied permission for " + strings.Join(p.rejected, ", ")
+	case p.steps == 0:
+		res.Error = fmt.Sprintf("opencode ended without finishing a step (exit status %d)", res.ExitCode)
+	case res.ExitCode != 0:
+		res.Error = fmt.Sprintf("opencode exited with status %d", res.ExitCode)
+	default:
+		res.OK = true
+	}
+}

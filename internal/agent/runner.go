@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/reaper"
+)
+
+// runAgent runs one agent process under a supervisor and judges its output.
+func runAgent(ctx context.Context, spec Spec, req Request, ad adapter, path string) (Result, error) {
+	if err := prepareDirs(req); err != nil {
+		return Result{}, err
+	}
+	inv, p := ad.invoke(spec, req)
+	out := newSink(p, req.Output)
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   append([]string{path}, inv.args...),
+		Dir:    req.Dir,
+		Env:    environ(osLookup, ad, spec, req, inv),
+		Stdin:  strings.NewReader(inv.stdin),
+		Stdout: out.writer(true),
+		Stderr: out.writer(false),
+	}
+	start := time.Now()
+	proc, err := reaper.Start(cmd)
+	if err != nil {
+		return Result{}, fmt.Errorf("agent: start %s: %w", spec.Kind, err)
+	}
+	reason, code, waitErr := supervise(ctx, spec, proc, out)
+	return judge(ctx, spec, out, reason, code, waitErr, time.Since(start)), nil
+}
+
+// prepareDirs checks the working tree and creates the config dir.
+func prepareDirs(req Request) error {
+	fi, err := os.Stat(req.Dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("agent: working directory: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("agent: working directory %s is not a directory", req.Dir)
+	}
+	if req.ConfigDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(req.ConfigDir, 0o700); err != nil {
+		return fmt.Errorf("agent: config dir: %w", err)
+	}
+	return nil
+}
+
+// judge builds the Result once the process and everything it started are gone.
+func judge(ctx context.Context, spec Spec, out *sink, reason stopReason, code int, waitErr error, d time.Duration) Result {
+	out.finish()
+	res := Result{ExitCode: code, Duration: d, OutputTail: out.tailString()}
+	out.mu.Lock()
+	out.parser.judge(&res)
+	out.mu.Unlock()
+	if waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		res.OK, res.Error = false, "waiting for the agent failed: "+waitErr.Error()
+	}
+	reason.apply(ctx, spec, &res)
+	return res
+}
+
+// stopReason is why the runner stopped the agent; the zero value means it ended by itself.
+type stopReason struct {
+	interrupted bool
+	watchdog    string // WatchdogWallClock or WatchdogNoOutput
+}
+
+func (r stopReason) apply(ctx context.Context, spec Spec, res *Result) {
+	switch {
+	case r.interrupted:
+		res.Interrupted = true
+		res.Error = "interrupted: " + context.Cause(ctx).Error()
+	case r.watchdog == WatchdogWallClock:
+		res.TimedOut = r.watchdog
+		res.Error = fmt.Sprintf("stopped by the wall-clock watchdog: still running after %s", spec.WallClock)
+	case r.watchdog == WatchdogNoOutput:
+		res.TimedOut = r.watchdog
+		res.Error = fmt.Sprintf("stopped by the no-output watchdog: no output for %s", spec.NoOutput)
+	default:
+		return
+	}
+	res.OK = false
+}
+
+// supervise waits for proc, stopping it when ctx ends or a watchdog fires.
+func supervise(ctx context.Context, spec Spec, proc *reaper.Process, out *sink) (stopReason, int, error) {
+	done := make(chan struct{})
+	var code int
+	var err error
+	go func() {
+		code, err = proc.Wait()
+		close(done)
+	}()
+	reason := watch(ctx, spec, out, done)
+	if reason != (stopReason{}) {
+		stop(proc, spec.InterruptGrace, done)
+	}
+	<-done
+	return reason, code, err
+}
+
+// watch blocks until the process is done (zero stopReason) or must be stopped.
+func watch(ctx context.Context, spec Spec, out *sink, done <-chan struct{}) stopReason {
+	wall := time.NewTimer(spec.WallClock)
+	defer wall.Stop()
+	quiet := time.NewTimer(spec.NoOutput)
+	defer quiet.Stop()
+	for {
+		var r stopReason
+		select {
+		case <-done:
+			return stopReason{}
+		case <-ctx.Done():
+			r.interrupted = true
+		case <-wall.C:
+			r.watchdog = WatchdogWallClock
+		case <-quiet.C:
+			if left := spec.NoOutput - out.idle(); left > 0 {
+				quiet.Reset(left)
+				continue
+			}
+			r.watchdog = WatchdogNoOutput
+		}
+		if closed(done) { // it ended by itself at the same moment
+			return stopReason{}
+		}
+		return r
+	}
+}
+
+// stop interrupts proc softly, then kills every process it started after grace.
+func stop(proc *reaper.Process, grace time.Duration, done <-chan struct{}) {
+	_ = proc.Interrupt()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = proc.Kill()
+	}
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// lastLine is the last non-empty line of s, trimmed.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}

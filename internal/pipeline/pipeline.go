@@ -1,0 +1,102 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/worker"
+	"github.com/webordinary/webordinary/internal/workspace"
+)
+
+// Config configures the pipeline.
+type Config struct {
+	Projects *project.Store
+	Threads  *project.Threads
+	// Workspaces holds one working copy per tenant: Workspaces/<project>/<user>.
+	Workspaces string
+	// State holds per-tenant agent config and build state: State/<project>/<user>/...
+	State string
+	// Preview publishes built sites.
+	Preview preview.Target
+	// BuildTimeout bounds install + build. Default 10m.
+	BuildTimeout time.Duration
+	// Live, when set, receives a job's agent and build output as it happens.
+	Live   func(jobID string) io.Writer
+	Logger *slog.Logger
+}
+
+// Pipeline implements worker.Processor.
+type Pipeline struct{ cfg Config }
+
+var _ worker.Processor = (*Pipeline)(nil)
+
+// New validates cfg.
+func New(cfg Config) (*Pipeline, error) {
+	switch {
+	case cfg.Projects == nil || cfg.Threads == nil:
+		return nil, errors.New("pipeline: project and thread stores are required")
+	case cfg.Workspaces == "" || cfg.State == "":
+		return nil, errors.New("pipeline: workspace and state directories are required")
+	case cfg.Preview == nil:
+		return nil, errors.New("pipeline: a preview target is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for _, d := range []string{cfg.Workspaces, cfg.State} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	return &Pipeline{cfg: cfg}, nil
+}
+
+// Process runs one job through the pipeline.
+func (p *Pipeline) Process(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+	r, err := p.newRun(ctx, task)
+	if err != nil {
+		return worker.Outcome{Summary: err.Error()}, err
+	}
+	return r.execute(ctx)
+}
+
+func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
+	job := task.Job
+	proj, err := p.cfg.Projects.Get(ctx, job.Tenant.Project)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+	}
+	th, err := p.cfg.Threads.Ensure(ctx, job.Thread, job.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+	}
+	remote := proj.RepoURL
+	if job.RepoURL != "" {
+		remote = job.RepoURL
+	}
+	state := filepath.Join(p.cfg.State, job.Tenant.Project, job.Tenant.User)
+	env, err := workspace.AskpassEnv(filepath.Join(state, "git"))
+	if err != nil && !errors.Is(err, workspace.ErrNoToken) {
+		return nil, err
+	}
+	r := &run{p: p, task: task, proj: proj, thread: th, state: state, start: time.Now(), stages: map[string]int64{},
+		log: p.cfg.Logger.With(slog.String("tenant", job.Tenant.String()), slog.String("job", job.ID))}
+	r.ws = &workspace.Workspace{Dir: filepath.Join(p.cfg.Workspaces, job.Tenant.Project, job.Tenant.User),
+		Remote: remote, Env: env, Log: r.output()}
+	return r, nil
+}
+
+// agentSpec turns the project's agent settings into the agent package's spec.
+func agentSpec(a project.AgentSpec) agent.Spec {
+	return agent.Spec{Kind: a.Kind, Command: a.Command, Model: a.Model, MaxTurns: a.MaxTurns,
+		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput}
+}

@@ -1,0 +1,383 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/agent/agenttest"
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
+	"github.com/webordinary/webordinary/internal/pipeline"
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/reaper"
+	"github.com/webordinary/webordinary/internal/tenant"
+	"github.com/webordinary/webordinary/internal/worker"
+)
+
+func TestMain(m *testing.M) {
+	reaper.Main()
+	// Platform secrets the agent must never see.
+	os.Setenv("WO_GIT_TOKEN", "platform-push-token")
+	os.Setenv("WO_SMTP_PASSWORD", "platform-smtp-password")
+	os.Exit(m.Run())
+}
+
+// fixture is a pipeline on a real engine, a bare origin repository, the fake claude agent
+// and a preview server.
+type fixture struct {
+	t       *testing.T
+	p       *pipeline.Pipeline
+	origin  string
+	preview *httptest.Server
+	threads *project.Threads
+	proj    project.Project
+}
+
+func setup(t *testing.T, files map[string]string, mod func(*project.Project)) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
+	projects, err := project.Open(ctx, env.Backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads, _ := project.OpenThreads(ctx, env.Backend)
+	dir := t.TempDir()
+	f := &fixture{t: t, threads: threads, origin: newOrigin(t, dir, files)}
+	previews := filepath.Join(dir, "previews")
+	srv, err := preview.NewServer(preview.ServerConfig{Root: previews})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.preview = httptest.NewServer(srv)
+	t.Cleanup(f.preview.Close)
+	target, err := preview.NewDir(preview.DirConfig{Root: previews})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := project.Project{ID: "site", RepoURL: f.origin, Agent: project.AgentSpec{Kind: "claude", Command: agenttest.BuildFakeClaude(t)}}
+	if mod != nil {
+		mod(&p)
+	}
+	if f.proj, err = projects.Put(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.p, err = pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: filepath.Join(dir, "ws"),
+		State: filepath.Join(dir, "state"), Preview: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func newOrigin(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
+	bare, seed := filepath.Join(dir, "origin.git"), filepath.Join(dir, "seed")
+	git(t, dir, "init", "--quiet", "--bare", "--initial-branch=main", bare)
+	git(t, dir, "init", "--quiet", "--initial-branch=main", seed)
+	for name, content := range files {
+		write(t, filepath.Join(seed, name), content)
+	}
+	git(t, seed, "add", "-A")
+	git(t, seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "init")
+	git(t, seed, "push", "--quiet", bare, "main")
+	return bare
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	_ = os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var site = map[string]string{"index.html": "<h1>Hello</h1>\n", "about.html": "<p>About us</p>\n"}
+
+func task(thread, instruction string) worker.Task {
+	tn, _ := tenant.New("site", "alice")
+	return worker.Task{Job: broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: thread, Instruction: instruction,
+		From: "alice@example.com"}, Attempt: 1, CheckLease: func(context.Context) error { return nil }}
+}
+
+func (f *fixture) run(tk worker.Task) (worker.Outcome, error) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return f.p.Process(ctx, tk)
+}
+
+// page fetches path from the preview at url (a preview URL; its host names the site).
+func (f *fixture) page(url, path string) (int, string) {
+	f.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, f.preview.URL+path, nil)
+	req.Host = strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func urls(out worker.Outcome) []string {
+	u, _ := out.Details["previewUrls"].([]string)
+	return u
+}
+
+func TestFirstJobThenFollowUpResumesSession(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	out, err := f.run(task("t1", "replace Hello with Hi there in index.html"))
+	if err != nil {
+		t.Fatalf("first job: %v (%+v)", err, out)
+	}
+	sha, _ := out.Details["commit"].(string)
+	if got := git(t, f.origin, "rev-parse", "refs/heads/thread-t1"); got != sha || sha == "" {
+		t.Fatalf("origin thread-t1 = %s, want the job's commit %s", got, sha)
+	}
+	msg := git(t, f.origin, "log", "-1", "--format=%an <%ae>%n%B", "thread-t1")
+	if !strings.Contains(msg, "alice <alice@example.com>") || !strings.Contains(msg, "Command-Id: j") || !strings.Contains(msg, "Thread-Id: t1") {
+		t.Fatalf("commit message and author:\n%s", msg)
+	}
+	if u := urls(out); len(u) != 2 {
+		t.Fatalf("preview urls %v", u)
+	}
+	if code, body := f.page(urls(out)[0], "/"); code != 200 || !strings.Contains(body, "Hi there") {
+		t.Fatalf("thread preview: %d %q", code, body)
+	}
+	th, _ := f.threads.Get(context.Background(), "t1")
+	if th.Session == "" {
+		t.Fatal("no agent session stored on the thread")
+	}
+	out2, err := f.run(task("t1", "append about.html: <p>Since 1999</p>"))
+	if err != nil {
+		t.Fatalf("follow-up: %v", err)
+	}
+	if !strings.Contains(out2.Summary, "resumed session "+th.Session) {
+		t.Fatalf("follow-up did not resume session %s: %q", th.Session, out2.Summary)
+	}
+	if _, body := f.page(urls(out2)[0], "/about.html"); !strings.Contains(body, "Since 1999") {
+		t.Fatalf("follow-up preview: %q", body)
+	}
+}
+
+func TestParallelThreadsKeepSeparateBranchesAndPreviews(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	// Two threads of two users of one project, run at the same time (different tenants).
+	a, b := task("ta", "replace Hello with Alpha in index.html"), task("tb", "replace Hello with Beta in index.html")
+	b.Job.Tenant.User = "bob"
+	type res struct {
+		out worker.Outcome
+		err error
+	}
+	ch := make(chan res, 2)
+	for _, tk := range []worker.Task{a, b} {
+		go func() { o, err := f.run(tk); ch <- res{o, err} }()
+	}
+	var outs []worker.Outcome
+	for range 2 {
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		outs = append(outs, r.out)
+	}
+	for _, want := range []struct{ branch, text string }{{"thread-ta", "Alpha"}, {"thread-tb", "Beta"}} {
+		if body := git(t, f.origin, "show", want.branch+":index.html"); !strings.Contains(body, want.text) {
+			t.Fatalf("%s has %q", want.branch, body)
+		}
+	}
+	for _, o := range outs {
+		u := urls(o)[0]
+		want := "Alpha"
+		if strings.HasPrefix(u, "http://tb.") {
+			want = "Beta"
+		}
+		if _, body := f.page(u, "/"); !strings.Contains(body, want) {
+			t.Fatalf("%s serves %q, want %s", u, body, want)
+		}
+	}
+}
+
+func TestRetryAfterCrashStartsFromBranchHead(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	if _, err := f.run(task("t1", "write a.txt: first")); err != nil {
+		t.Fatal(err)
+	}
+	// A crashed attempt left a half-edited tree in the workspace.
+	ws := filepath.Join(filepath.Dir(f.origin), "ws", "site", "alice")
+	write(t, filepath.Join(ws, "index.html"), "half-written garbage")
+	write(t, filepath.Join(ws, "junk.tmp"), "junk")
+	out, err := f.run(task("t1", "write b.txt: second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := git(t, f.origin, "show", "--name-only", "--format=", "thread-t1")
+	if files != "b.txt" {
+		t.Fatalf("retry committed %q; want only b.txt (the half-edited tree discarded)", files)
+	}
+	if _, body := f.page(urls(out)[0], "/"); strings.Contains(body, "garbage") {
+		t.Fatal("preview shows the crashed attempt's garbage")
+	}
+}
+
+func TestRedeliveredJobOnlyResendsResult(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	tk := task("t1", "append index.html: <p>once</p>")
+	first, err := f.run(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.run(tk)
+	if err != nil || second.Details["resent"] != true || second.Details["commit"] != first.Details["commit"] {
+		t.Fatalf("redelivery: %v %+v", err, second.Details)
+	}
+	if n := git(t, f.origin, "rev-list", "--count", "thread-t1"); n != "2" {
+		t.Fatalf("thread has %s commits; want 2 (init + one)", n)
+	}
+}
+
+func TestInterruptCommitsPartialWork(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	tk := task("t1", "write partial.txt: half done\nsleep 30")
+	done := make(chan struct{})
+	var out worker.Outcome
+	var err error
+	go func() { defer close(done); out, err = f.p.Process(ctx, tk) }()
+	ws := filepath.Join(filepath.Dir(f.origin), "ws", "site", "alice", "partial.txt")
+	waitFor(t, "the agent's first edit", func() bool { _, e := os.Stat(ws); return e == nil })
+	cancel(worker.ErrInterrupted)
+	<-done
+	if !errors.Is(err, worker.ErrInterrupted) || out.Details["interrupted"] != true {
+		t.Fatalf("interrupted job: %v %+v", err, out.Details)
+	}
+	if body := git(t, f.origin, "show", "thread-t1:partial.txt"); body != "half done" {
+		t.Fatalf("partial work on the branch: %q", body)
+	}
+	if msg := git(t, f.origin, "log", "-1", "--format=%s", "thread-t1"); !strings.HasPrefix(msg, "Interrupted:") {
+		t.Fatalf("commit subject %q", msg)
+	}
+}
+
+func TestLeaseLostBeforePushMeansNoPushNoDeploy(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	tk := task("t1", "write x.txt: x")
+	tk.CheckLease = func(context.Context) error { return broker.ErrLeaseLost }
+	out, err := f.run(tk)
+	if !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("err %v; want ErrLeaseLost", err)
+	}
+	if len(urls(out)) > 0 {
+		t.Fatal("deployed after losing the lease")
+	}
+	cmd := exec.Command("git", "rev-parse", "--verify", "refs/heads/thread-t1")
+	cmd.Dir = f.origin
+	if cmd.Run() == nil {
+		t.Fatal("pushed after losing the lease")
+	}
+}
+
+func TestAgentSeesNoPlatformSecretsAndAttachmentsAreSanitized(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	tk := task("t1", "print-env env.txt")
+	tk.Job.Attachments = []broker.Attachment{
+		{Name: "../../../etc/passwd", Data: []byte("p")},
+		{Name: ".hidden", Data: []byte("h")},
+		{Name: `..\..\win.ini`, Data: []byte("w")},
+		{Name: "photo 1.jpg", Data: []byte("jpg")},
+	}
+	out, err := f.run(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := git(t, f.origin, "show", "thread-t1:env.txt")
+	for _, secret := range []string{"platform-push-token", "platform-smtp-password", "WO_GIT_TOKEN"} {
+		if strings.Contains(env, secret) {
+			t.Fatalf("the agent saw %s", secret)
+		}
+	}
+	files := git(t, f.origin, "ls-tree", "-r", "--name-only", "thread-t1")
+	for _, want := range []string{"public/attachments/passwd", "public/attachments/hidden", "public/attachments/win.ini", "public/attachments/photo-1.jpg"} {
+		if !strings.Contains(files, want) {
+			t.Fatalf("attachment %s missing; tree:\n%s\n%+v", want, files, out.Details)
+		}
+	}
+	if strings.Contains(files, "etc/passwd\n") || strings.Contains(files, ".hidden") {
+		t.Fatalf("unsanitized attachment in the tree:\n%s", files)
+	}
+}
+
+func TestBuildFailureGetsARepairTurn(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"package.json": `{"name":"s","version":"1.0.0","scripts":{"build":"sh build.sh"}}`,
+		"build.sh":     "if [ -e broken ]; then echo 'build error: stray file'; echo 'delete broken'; exit 1; fi\nmkdir -p dist && cp index.html dist/\n",
+		"index.html":   "<h1>Hello</h1>\n",
+	}
+	f := setup(t, files, nil)
+	out, err := f.run(task("t1", "write broken: oops\nreplace Hello with Fixed in index.html"))
+	if err != nil {
+		t.Fatalf("job with a repaired build: %v\n%+v", err, out.Details)
+	}
+	if _, body := f.page(urls(out)[0], "/"); !strings.Contains(body, "Fixed") {
+		t.Fatalf("preview after repair: %q", body)
+	}
+	if tree := git(t, f.origin, "ls-tree", "-r", "--name-only", "thread-t1"); strings.Contains(tree, "broken") {
+		t.Fatal("the repair turn did not remove the file breaking the build")
+	}
+	// Without repair turns the same mistake is a failure that keeps the last good preview.
+	g := setup(t, files, func(p *project.Project) { p.RepairTurns = -1 })
+	if _, err := g.run(task("t2", "write broken: oops")); !errors.Is(err, worker.ErrPermanent) || !strings.Contains(err.Error(), "stray file") {
+		t.Fatalf("broken build without repair: %v", err)
+	}
+}
+
+func TestNoChangesNoCommit(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	out, err := f.run(task("t1", "just look around"))
+	if err != nil || out.Details["noChanges"] != true {
+		t.Fatalf("%v %+v", err, out.Details)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,254 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/worker"
+	"github.com/webordinary/webordinary/internal/workspace"
+)
+
+// run is one job going through the pipeline.
+type run struct {
+	p      *Pipeline
+	task   worker.Task
+	proj   project.Project
+	thread project.Thread
+	ws     *workspace.Workspace
+	state  string
+	start  time.Time
+	stages map[string]int64 // milliseconds per stage
+	log    *slog.Logger
+
+	base        string // the branch head the job started from
+	attachments []string
+	agentRes    agent.Result
+	buildRes    build.Result
+	deploy      preview.Deployment
+}
+
+func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
+	if err := r.stage("git", func() error { return r.prepare(ctx) }); err != nil {
+		return r.outcome(""), err
+	}
+	if sha, _ := r.ws.FindTrailer(ctx, "HEAD", "Command-Id", r.task.Job.ID); sha != "" {
+		return r.resend(ctx, sha)
+	}
+	if err := r.saveAttachments(); err != nil {
+		return r.outcome(""), fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+	}
+	if err := r.runAgent(ctx, r.prompt()); err != nil {
+		return r.stopped(ctx, err)
+	}
+	dirty, err := r.dirty(ctx)
+	if err != nil || !dirty {
+		return r.noChanges(), err
+	}
+	if err := r.buildWithRepair(ctx); err != nil {
+		return r.stopped(ctx, err)
+	}
+	return r.publish(ctx)
+}
+
+// prepare syncs the workspace and checks out the thread's branch from its head.
+func (r *run) prepare(ctx context.Context) error {
+	if err := r.ws.Sync(ctx); err != nil {
+		return err
+	}
+	if err := r.ws.Checkout(ctx, r.thread.Branch, r.proj.DefaultBranch); err != nil {
+		return err
+	}
+	var err error
+	r.base, err = r.ws.Head(ctx)
+	return err
+}
+
+// stopped handles an agent or build that did not complete: interrupted (commit the partial
+// work, nothing is lost), lease lost or shut down (touch nothing), or failed.
+func (r *run) stopped(ctx context.Context, err error) (worker.Outcome, error) {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, worker.ErrInterrupted):
+		return r.interrupted(ctx)
+	case ctx.Err() != nil:
+		return r.outcome(""), cause
+	}
+	return r.outcome(""), err
+}
+
+// interrupted commits and pushes what the agent did before it was stopped.
+func (r *run) interrupted(ctx context.Context) (worker.Outcome, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	msg := "Interrupted: " + firstLine(r.task.Job.Instruction) + "\n\nA newer instruction took over; this is the partial work."
+	sha, committed, err := r.ws.Commit(cctx, msg, r.author(), r.trailers())
+	if err == nil && committed {
+		err = r.push(cctx)
+	}
+	out := r.outcome(sha)
+	out.Details["interrupted"] = true
+	out.Summary = "Interrupted by a newer instruction; partial work committed on " + r.thread.Branch + "."
+	if !committed {
+		out.Summary = "Interrupted by a newer instruction before anything changed."
+	}
+	if err != nil {
+		r.log.WarnContext(ctx, "commit partial work of an interrupted job", slog.Any("err", err))
+	}
+	return out, worker.ErrInterrupted
+}
+
+// publish deploys, commits and pushes, checking the lease before each irreversible step.
+func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
+	if err := r.task.CheckLease(ctx); err != nil {
+		return r.outcome(""), err
+	}
+	if err := r.stage("deploy", func() error { return r.deployPreview(ctx) }); err != nil {
+		return r.outcome(""), err
+	}
+	var sha string
+	err := r.stage("commit", func() (err error) {
+		sha, _, err = r.ws.Commit(ctx, r.commitMessage(), r.author(), r.trailers())
+		return err
+	})
+	if err != nil {
+		return r.outcome(""), err
+	}
+	if err := r.task.CheckLease(ctx); err != nil {
+		return r.outcome(sha), err
+	}
+	if err := r.stage("push", func() error { return r.push(ctx) }); err != nil {
+		return r.outcome(sha), err
+	}
+	return r.outcome(sha), nil
+}
+
+func (r *run) push(ctx context.Context) error {
+	if err := r.task.CheckLease(ctx); err != nil {
+		return err
+	}
+	return r.ws.Push(ctx, r.thread.Branch)
+}
+
+func (r *run) deployPreview(ctx context.Context) error {
+	site := preview.Site{Project: r.proj.ID, Thread: r.thread.ID}
+	dir, cleanup, err := r.siteDir(ctx)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	r.deploy, err = r.p.cfg.Preview.Deploy(ctx, site, dir)
+	return err
+}
+
+// resend answers a redelivered job whose commit already exists: push it (idempotent) and
+// report it, without running the agent again.
+func (r *run) resend(ctx context.Context, sha string) (worker.Outcome, error) {
+	r.log.InfoContext(ctx, "job already committed; re-sending its result", slog.String("commit", sha))
+	r.base = sha + "^"
+	if err := r.push(ctx); err != nil {
+		return r.outcome(sha), err
+	}
+	out := r.outcome(sha)
+	out.Summary = "Already done (commit " + short(sha) + "); result sent again."
+	out.Details["resent"] = true
+	return out, nil
+}
+
+func (r *run) noChanges() worker.Outcome {
+	out := r.outcome("")
+	out.Details["noChanges"] = true
+	out.Summary = strings.TrimSpace(r.agentRes.Summary + "\n\nNo files changed, so nothing was committed.")
+	return out
+}
+
+func (r *run) dirty(ctx context.Context) (bool, error) {
+	files, err := r.ws.Status(ctx)
+	return len(files) > 0, err
+}
+
+// stage times fn as a named stage.
+func (r *run) stage(name string, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	r.stages[name] += time.Since(start).Milliseconds()
+	return err
+}
+
+func (r *run) output() io.Writer {
+	if r.p.cfg.Live == nil {
+		return io.Discard
+	}
+	return r.p.cfg.Live(r.task.Job.ID)
+}
+
+func (r *run) author() workspace.Author {
+	email := r.task.Job.From
+	if email == "" {
+		email = r.task.Job.Tenant.User + "@" + r.task.Job.Tenant.Project + ".webordinary.invalid"
+	}
+	return workspace.Author{Name: r.task.Job.Tenant.User, Email: email}
+}
+
+func (r *run) trailers() []string {
+	return []string{"Command-Id: " + r.task.Job.ID, "Thread-Id: " + r.thread.ID}
+}
+
+func (r *run) commitMessage() string {
+	msg := firstLine(r.task.Job.Instruction)
+	if s := strings.TrimSpace(r.agentRes.Summary); s != "" {
+		msg += "\n\n" + s
+	}
+	return msg
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	if len(line) > 72 {
+		line = line[:69] + "..."
+	}
+	if line == "" {
+		line = "Edit"
+	}
+	return line
+}
+
+func short(sha string) string { return sha[:min(len(sha), 10)] }
+
+// outcome reports what the run did so far.
+func (r *run) outcome(sha string) worker.Outcome {
+	d := map[string]any{"branch": r.thread.Branch, "stagesMs": r.stages,
+		"durationMs": time.Since(r.start).Milliseconds()}
+	if sha != "" {
+		d["commit"] = sha
+		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
+			d["files"], d["diffstat"] = files, stat
+		}
+	}
+	if len(r.deploy.URLs) > 0 {
+		d["previewUrls"] = r.deploy.URLs
+	}
+	if a := r.agentRes; a.Duration > 0 || a.Session != "" {
+		d["agentCostUsd"], d["agentTurns"], d["agentDurationMs"] = a.CostUSD, a.Turns, a.Duration.Milliseconds()
+	}
+	if r.buildRes.Log != "" && r.buildRes.Duration > 0 {
+		d["buildLogTail"] = tailString(r.buildRes.Log, 2000)
+	}
+	summary := strings.TrimSpace(r.agentRes.Summary)
+	return worker.Outcome{Summary: summary, OutputTail: r.agentRes.OutputTail, Details: d}
+}
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

@@ -1,0 +1,228 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/worker"
+)
+
+// systemPrompt is what the platform tells every agent.
+const systemPrompt = `You are editing a website's git repository for its owner, who wrote the instruction by email.
+- Make the change asked for, and only that. Keep the site building: the platform runs its build after you.
+- Do not run git commit, git push, git checkout or change git config: the platform commits and pushes your work.
+- End with a short, plain summary for the owner of what you changed.`
+
+func (r *run) prompt() string {
+	var b strings.Builder
+	b.WriteString(r.task.Job.Instruction)
+	if len(r.attachments) > 0 {
+		b.WriteString("\n\nAttached files (already saved in the repository):\n")
+		for _, a := range r.attachments {
+			b.WriteString("- " + a + "\n")
+		}
+	}
+	return b.String()
+}
+
+func (r *run) system() string {
+	s := systemPrompt
+	if len(r.attachments) > 0 {
+		s += "\n- The owner's attachments are in " + r.proj.AttachmentsDir + "/ (paths listed after the instruction)."
+	}
+	return s
+}
+
+// runAgent runs the project's agent, continuing the thread's session, and stores the
+// session for the thread's next job. A failed run is an error (retried by the worker).
+func (r *run) runAgent(ctx context.Context, prompt string) error {
+	spec := agentSpec(r.proj.Agent)
+	req := agent.Request{Dir: r.ws.Dir, Prompt: prompt, SystemPrompt: r.system(),
+		Session: r.thread.Session, Resume: r.thread.Session != "" && r.thread.Agent == spec.Kind,
+		ConfigDir: filepath.Join(r.state, "agent"), Env: r.agentEnv(), Output: r.output()}
+	if !req.Resume {
+		req.Session = ""
+	}
+	var res agent.Result
+	err := r.stage("agent", func() (err error) {
+		res, err = agent.Run(ctx, spec, req)
+		return err
+	})
+	r.agentRes = mergeAgent(r.agentRes, res)
+	r.saveSession(ctx, spec.Kind, res.Session)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	case res.TimedOut != "":
+		return fmt.Errorf("the agent was stopped by its %s limit: %s", res.TimedOut, res.Error)
+	case !res.OK:
+		return fmt.Errorf("the agent did not succeed: %s", res.Error)
+	}
+	return nil
+}
+
+// mergeAgent adds a repair turn's figures to the first run's.
+func mergeAgent(prev, next agent.Result) agent.Result {
+	if prev.Duration == 0 {
+		return next
+	}
+	next.CostUSD += prev.CostUSD
+	next.Turns += prev.Turns
+	next.Duration += prev.Duration
+	if next.Summary == "" {
+		next.Summary = prev.Summary
+	}
+	return next
+}
+
+func (r *run) saveSession(ctx context.Context, kind, session string) {
+	if session == "" || (session == r.thread.Session && kind == r.thread.Agent) {
+		return
+	}
+	th, err := r.p.cfg.Threads.Update(context.WithoutCancel(ctx), r.thread.ID, func(t *project.Thread) {
+		t.Session, t.Agent = session, kind
+	})
+	if err == nil {
+		r.thread = th
+	}
+}
+
+func (r *run) agentEnv() []string {
+	j := r.task.Job
+	return []string{"WO_PROJECT=" + j.Tenant.Project, "WO_USER=" + j.Tenant.User, "WO_THREAD=" + j.Thread, "WO_JOB=" + j.ID}
+}
+
+// buildWithRepair builds the site; when the build fails, the agent gets RepairTurns turns
+// with the build's error output to fix it. A build that stays broken is a permanent failure
+// (retrying would not help); the last good preview stays up.
+func (r *run) buildWithRepair(ctx context.Context) error {
+	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
+	cfg := build.Config{StateDir: filepath.Join(r.state, "build"), Timeout: r.p.cfg.BuildTimeout}
+	for turn := 0; ; turn++ {
+		var err error
+		r.stage("build", func() error {
+			r.buildRes, err = build.Run(ctx, r.ws.Dir, plan, cfg)
+			return err
+		})
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if turn >= r.proj.RepairTurns || !errors.Is(err, build.ErrBuild) {
+			return fmt.Errorf("%w: %w\n%s", worker.ErrPermanent, err, tailString(r.buildRes.Log, 1500))
+		}
+		r.log.InfoContext(ctx, "build failed; giving the agent a repair turn")
+		if err := r.runAgent(ctx, repairPrompt(err, r.buildRes.Log)); err != nil {
+			return err
+		}
+	}
+}
+
+func repairPrompt(err error, log string) string {
+	return "The site's build failed after your change. Fix the cause so that it builds, changing nothing else.\n\n" +
+		err.Error() + "\n\nEnd of the build output:\n" + tailString(log, 4000)
+}
+
+// siteDir is the directory to deploy: the build output, or — for a repository that is the
+// site — a staging copy of the files git would commit (never .git or ignored files).
+func (r *run) siteDir(ctx context.Context) (string, func(), error) {
+	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
+	if plan.Command != "" || plan.OutputDir != "." {
+		return r.buildRes.OutputDir, func() {}, nil
+	}
+	files, err := r.ws.Files(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	stage, err := os.MkdirTemp(r.state, "site-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(stage) }
+	for _, f := range files {
+		if err := linkOrCopy(filepath.Join(r.ws.Dir, f), filepath.Join(stage, f)); err != nil {
+			cleanup()
+			return "", nil, err
+		}
+	}
+	return stage, cleanup, nil
+}
+
+func linkOrCopy(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	info, err := os.Lstat(src)
+	if err != nil || !info.Mode().IsRegular() {
+		return nil // deleted or not a regular file: not part of the site
+	}
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o644)
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// saveAttachments writes the job's attachments under the project's attachments folder with
+// sanitized, unique names, and remembers their repository paths for the agent.
+func (r *run) saveAttachments() error {
+	if len(r.task.Job.Attachments) == 0 {
+		return nil
+	}
+	dir := filepath.Join(r.ws.Dir, filepath.FromSlash(r.proj.AttachmentsDir))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i, a := range r.task.Job.Attachments {
+		if int64(len(a.Data)) > r.proj.MaxAttachmentBytes {
+			return fmt.Errorf("attachment %q is %d bytes; this project takes at most %d", a.Name, len(a.Data), r.proj.MaxAttachmentBytes)
+		}
+		name := uniqueName(dir, SanitizeName(a.Name, i+1))
+		if err := os.WriteFile(filepath.Join(dir, name), a.Data, 0o644); err != nil {
+			return err
+		}
+		r.attachments = append(r.attachments, filepath.ToSlash(filepath.Join(r.proj.AttachmentsDir, name)))
+	}
+	return nil
+}
+
+// SanitizeName keeps only the base name's safe characters: no directories (so no traversal),
+// no leading dots (no hidden files), at most 100 characters; "attachment-N" when nothing is left.
+func SanitizeName(name string, n int) string {
+	name = strings.ReplaceAll(name, "\\", "/")
+	name = name[strings.LastIndex(name, "/")+1:]
+	name = strings.Trim(unsafeName.ReplaceAllString(name, "-"), ".-")
+	if len(name) > 100 {
+		ext := filepath.Ext(name)
+		name = name[:100-len(ext)] + ext
+	}
+	if name == "" {
+		name = fmt.Sprintf("attachment-%d", n)
+	}
+	return name
+}
+
+func uniqueName(dir, name string) string {
+	ext := filepath.Ext(name)
+	base := strings.TrimSuffix(name, ext)
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(filepath.Join(dir, name)); os.IsNotExist(err) {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d%s", base, i, ext)
+	}
+}

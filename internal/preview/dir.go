@@ -1,0 +1,263 @@
+package preview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DirConfig configures a Dir.
+type DirConfig struct {
+	// Root holds every project's previews; it is created if missing. Required. Point
+	// ServerConfig.Root at the same directory to serve them.
+	Root string
+	// Domain is the host suffix in reported URLs. Default "localhost".
+	Domain string
+	// Port is the preview server's port in reported URLs; 0 leaves the port out.
+	Port int
+	// URLs, when set, replaces URLs(site, Port, Domain) in each Deployment (for example to
+	// report https addresses behind a proxy).
+	URLs func(Site) []string
+	// Keep is how many versions of each thread survive pruning, the live one included.
+	// Default 3. A request in flight on a pruned version is retried on the live one by Server.
+	Keep int
+	// Logger receives one line per deploy and any pruning failure. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c DirConfig) withDefaults() DirConfig {
+	if c.Domain == "" {
+		c.Domain = "localhost"
+	}
+	if c.URLs == nil {
+		c.URLs = func(s Site) []string { return URLs(s, c.Port, c.Domain) }
+	}
+	if c.Keep == 0 {
+		c.Keep = 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c DirConfig) validate() error {
+	switch {
+	case c.Root == "":
+		return errors.New("preview dir: Root is required: the directory to keep previews in")
+	case c.Keep < 1:
+		return fmt.Errorf("preview dir: Keep is %d: keep at least 1 version per thread", c.Keep)
+	case c.Port < 0 || c.Port > 65535:
+		return fmt.Errorf("preview dir: Port %d is out of range 0-65535", c.Port)
+	}
+	return nil
+}
+
+// Dir is the Target that publishes into a local directory tree (see the package doc for the
+// layout). One Dir per root: deploys are serialized within a process, not across processes.
+type Dir struct {
+	cfg    DirConfig
+	layout layout
+
+	mu    sync.Mutex
+	locks map[string]chan struct{} // per thread and per project; never shrinks
+}
+
+var _ Target = (*Dir)(nil)
+
+// NewDir validates cfg and creates its root.
+func NewDir(cfg DirConfig) (*Dir, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
+		return nil, fmt.Errorf("preview dir: %w", err)
+	}
+	return &Dir{cfg: cfg, layout: layout{root: cfg.Root}, locks: map[string]chan struct{}{}}, nil
+}
+
+// Deploy implements Target. The new version is built next to the live one and switched in by
+// renaming a symlink, first the thread's, then the project's latest; each switch is atomic on
+// its own. Deploys of different threads build concurrently and switch one at a time.
+func (d *Dir) Deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
+	start := time.Now()
+	if err := site.Validate(); err != nil {
+		return Deployment{}, err
+	}
+	unlock, err := d.lock(ctx, "thread "+site.String())
+	if err != nil {
+		return Deployment{}, err
+	}
+	defer unlock()
+	dep, err := d.deploy(ctx, site, dir)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Deployment{}, ctxErr
+		}
+		return Deployment{}, fmt.Errorf("deploy preview %s: %w", site, err)
+	}
+	dep.Duration = time.Since(start)
+	d.logDeploy(ctx, site, dep)
+	return dep, nil
+}
+
+// deploy runs the steps of one deploy; the caller holds the thread's lock.
+func (d *Dir) deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
+	src, err := scanSource(ctx, dir)
+	if err != nil {
+		return Deployment{}, err
+	}
+	n, err := d.nextVersion(site)
+	if err != nil {
+		return Deployment{}, err
+	}
+	dep, err := d.build(ctx, site, n, src)
+	if err != nil {
+		return Deployment{}, err
+	}
+	if err := d.publish(ctx, site, n); err != nil {
+		return Deployment{}, err
+	}
+	d.prune(ctx, site)
+	dep.Version = strconv.Itoa(n)
+	dep.URLs = d.cfg.URLs(site)
+	return dep, nil
+}
+
+// nextVersion returns a version number above every one present, finished or not.
+func (d *Dir) nextVersion(site Site) (int, error) {
+	dir := d.layout.versions(site)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	top := 0
+	for _, e := range entries {
+		prefix, _, _ := strings.Cut(e.Name(), ".")
+		if n, err := strconv.Atoi(prefix); err == nil {
+			top = max(top, n)
+		}
+	}
+	return top + 1, nil
+}
+
+// build assembles version n in a staging directory, writes its manifest and renames it into
+// place. Nothing points at it yet; on failure it is removed.
+func (d *Dir) build(ctx context.Context, site Site, n int, src source) (dep Deployment, err error) {
+	staging, final, mpath := d.layout.staging(site, n), d.layout.version(site, n), d.layout.manifest(site, n)
+	defer func() {
+		if err != nil {
+			os.RemoveAll(staging)
+			os.Remove(mpath)
+		}
+	}()
+	b, err := d.newBuilder(ctx, site, src, staging)
+	if err != nil {
+		return Deployment{}, err
+	}
+	defer b.srcRoot.Close()
+	m, dep, err := b.run(ctx)
+	if err != nil {
+		return Deployment{}, err
+	}
+	if err := m.write(mpath); err != nil {
+		return Deployment{}, err
+	}
+	return dep, os.Rename(staging, final)
+}
+
+// newBuilder prepares a builder over src that reuses the live version of site.
+func (d *Dir) newBuilder(ctx context.Context, site Site, src source, staging string) (*builder, error) {
+	prevDir, prev := d.previous(ctx, site)
+	if err := os.Mkdir(staging, 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(src.root)
+	if err != nil {
+		return nil, err
+	}
+	return &builder{src: src, srcRoot: root, prev: prev, prevDir: prevDir, byHash: prev.byHash(), dst: staging}, nil
+}
+
+// previous returns the live version of site and its manifest. With no live version, or an
+// unreadable manifest, it returns an empty manifest: every file is then written afresh.
+func (d *Dir) previous(ctx context.Context, site Site) (string, manifest) {
+	empty := manifest{Files: map[string]entry{}}
+	dir, err := resolveLink(d.layout.current(site))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", empty
+	}
+	n, ok := versionOf(dir)
+	if err != nil || !ok {
+		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable current version", siteAttrs(site), slog.Any("error", err))
+		return "", empty
+	}
+	m, err := readManifest(d.layout.manifest(site, n))
+	if err != nil {
+		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable manifest", siteAttrs(site), slog.Int("version", n), slog.Any("error", err))
+		return "", empty
+	}
+	return dir, m
+}
+
+// publish switches the thread's current and the project's latest to version n. Switches are
+// serialized per project so latest always ends on the last version published.
+func (d *Dir) publish(ctx context.Context, site Site, n int) (err error) {
+	defer func() {
+		if err != nil {
+			os.RemoveAll(d.layout.version(site, n))
+			os.Remove(d.layout.manifest(site, n))
+		}
+	}()
+	unlock, err := d.lock(ctx, "project "+site.Project)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := swapLink(d.layout.current(site), currentTarget(n)); err != nil {
+		return err
+	}
+	if err := swapLink(d.layout.latest(site.Project), latestTarget(site, n)); err != nil {
+		return fmt.Errorf("thread preview is live but the project's latest was not switched: %w", err)
+	}
+	return nil
+}
+
+// lock takes the named lock, waiting at most until ctx ends.
+func (d *Dir) lock(ctx context.Context, key string) (unlock func(), err error) {
+	d.mu.Lock()
+	ch, ok := d.locks[key]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		d.locks[key] = ch
+	}
+	d.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (d *Dir) logDeploy(ctx context.Context, site Site, dep Deployment) {
+	d.cfg.Logger.InfoContext(ctx, "preview deployed", siteAttrs(site),
+		slog.String("version", dep.Version), slog.Int("written", dep.Written),
+		slog.Int("unchanged", dep.Unchanged), slog.Int("deleted", dep.Deleted),
+		slog.Int64("bytes", dep.Bytes), slog.Duration("duration", dep.Duration))
+}
+
+func siteAttrs(s Site) slog.Attr {
+	return slog.Group("site", slog.String("project", s.Project), slog.String("thread", s.Thread))
+}

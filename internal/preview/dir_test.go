@@ -1,0 +1,323 @@
+package preview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// thousandPages returns 1,000 pages in nested directories, each mentioning its version.
+func thousandPages(version string) map[string]string {
+	files := make(map[string]string, 1000)
+	for i := range 1000 {
+		name := fmt.Sprintf("blog/%02d/post-%03d/index.html", i/100, i)
+		files[name] = fmt.Sprintf("<h1>post %d</h1><p>%s</p>", i, version)
+	}
+	return files
+}
+
+func TestDeployIncremental(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{Port: 4321})
+	site := Site{"acme", "t1"}
+	src := t.TempDir()
+	writeTree(t, src, thousandPages("v1"))
+
+	dep := e.deploy(site, src)
+	if dep.Written != 1000 || dep.Unchanged != 0 || dep.Deleted != 0 || dep.Version != "1" {
+		t.Fatalf("first deploy = %+v, want 1000 written, version 1", dep)
+	}
+	wantURLs := []string{"http://t1.edit.acme.localhost:4321/", "http://edit.acme.localhost:4321/"}
+	if !slices.Equal(dep.URLs, wantURLs) {
+		t.Errorf("URLs = %q, want %q", dep.URLs, wantURLs)
+	}
+	page := "/blog/00/post-007/"
+	for _, host := range []string{"t1.edit.acme.localhost", "edit.acme.localhost"} {
+		if r := e.get(host, page); r.status != 200 || r.body != "<h1>post 7</h1><p>v1</p>" {
+			t.Fatalf("v1 %s%s = %d %q", host, page, r.status, r.body)
+		}
+	}
+
+	// Every file is rewritten, as a build does; only one page's content changes.
+	files := thousandPages("v1")
+	files["blog/00/post-007/index.html"] = "<h1>post 7</h1><p>v2</p>"
+	writeTree(t, src, files)
+	dep = e.deploy(site, src)
+	if dep.Written != 1 || dep.Unchanged != 999 || dep.Deleted != 0 || dep.Version != "2" {
+		t.Fatalf("second deploy = %+v, want 1 written, 999 unchanged", dep)
+	}
+	if want := int64(len(files["blog/00/post-007/index.html"])); dep.Bytes != want {
+		t.Errorf("Bytes = %d, want %d", dep.Bytes, want)
+	}
+	for _, host := range []string{"t1.edit.acme.localhost", "edit.acme.localhost"} {
+		if r := e.get(host, page); r.status != 200 || r.body != "<h1>post 7</h1><p>v2</p>" {
+			t.Errorf("v2 %s%s = %d %q", host, page, r.status, r.body)
+		}
+	}
+	assertLinked(t, e, site, "blog/00/post-008/index.html", 1, 2)
+
+	if err := os.RemoveAll(filepath.Join(src, "blog/00/post-009")); err != nil {
+		t.Fatal(err)
+	}
+	dep = e.deploy(site, src)
+	if dep.Written != 0 || dep.Unchanged != 999 || dep.Deleted != 1 {
+		t.Fatalf("third deploy = %+v, want 0 written, 999 unchanged, 1 deleted", dep)
+	}
+	for _, host := range []string{"t1.edit.acme.localhost", "edit.acme.localhost"} {
+		if r := e.get(host, "/blog/00/post-009/"); r.status != 404 {
+			t.Errorf("deleted page on %s = %d %q, want 404", host, r.status, r.body)
+		}
+	}
+}
+
+// assertLinked checks that rel is the same file (hard link) in versions a and b of site.
+func assertLinked(t *testing.T, e *env, site Site, rel string, a, b int) {
+	t.Helper()
+	l := layout{root: e.root}
+	fa, errA := os.Stat(filepath.Join(l.version(site, a), rel))
+	fb, errB := os.Stat(filepath.Join(l.version(site, b), rel))
+	if errA != nil || errB != nil || !os.SameFile(fa, fb) {
+		t.Errorf("%s not hard-linked between versions %d and %d (%v, %v)", rel, a, b, errA, errB)
+	}
+}
+
+func TestDeployMovedFileIsLinked(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	site := Site{"acme", "t1"}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"a.html": "same bytes", "b.html": "b"})
+	e.deploy(site, src)
+	if err := os.Rename(filepath.Join(src, "a.html"), filepath.Join(src, "moved.html")); err != nil {
+		t.Fatal(err)
+	}
+	dep := e.deploy(site, src)
+	if dep.Written != 0 || dep.Unchanged != 2 || dep.Deleted != 1 {
+		t.Fatalf("deploy after a move = %+v, want 0 written, 2 unchanged, 1 deleted", dep)
+	}
+	if r := e.get("edit.acme.localhost", "/moved"); r.body != "same bytes" {
+		t.Errorf("/moved = %d %q", r.status, r.body)
+	}
+}
+
+func TestDeployRewritesDamagedFile(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	site := Site{"acme", "t1"}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "hello"})
+	e.deploy(site, src)
+	// Truncate the live copy behind the manifest's back (as a crash could).
+	if err := os.Truncate(filepath.Join(layout{e.root}.version(site, 1), "index.html"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if dep := e.deploy(site, src); dep.Written != 1 {
+		t.Fatalf("deploy over a damaged file = %+v, want it rewritten", dep)
+	}
+	if r := e.get("edit.acme.localhost", "/"); r.body != "hello" {
+		t.Errorf("/ = %q, want hello", r.body)
+	}
+}
+
+func TestThreadsKeepSeparatePreviews(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	a, b := Site{"acme", "alpha"}, Site{"acme", "beta"}
+	srcA, srcB := t.TempDir(), t.TempDir()
+	writeTree(t, srcA, map[string]string{"index.html": "alpha 1"})
+	writeTree(t, srcB, map[string]string{"index.html": "beta 1"})
+
+	steps := []struct {
+		site       Site
+		src, write string
+		latest     string
+	}{
+		{a, srcA, "alpha 1", "alpha 1"},
+		{b, srcB, "beta 1", "beta 1"},
+		{a, srcA, "alpha 2", "alpha 2"},
+	}
+	for _, s := range steps {
+		writeTree(t, s.src, map[string]string{"index.html": s.write})
+		e.deploy(s.site, s.src)
+		if r := e.get("edit.acme.localhost", "/"); r.body != s.latest {
+			t.Errorf("after deploying %s: latest = %q, want %q", s.write, r.body, s.latest)
+		}
+	}
+	if r := e.get("alpha.edit.acme.localhost", "/"); r.body != "alpha 2" {
+		t.Errorf("alpha = %q, want alpha 2", r.body)
+	}
+	if r := e.get("beta.edit.acme.localhost", "/"); r.body != "beta 1" {
+		t.Errorf("beta = %q, want beta 1", r.body)
+	}
+	if r := e.get("edit.other.localhost", "/"); r.status != 404 || !strings.Contains(r.body, `no preview for project "other" yet`) {
+		t.Errorf("other project = %d %q", r.status, r.body)
+	}
+}
+
+func TestPruneKeepsNewest(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{Keep: 2})
+	site := Site{"acme", "t1"}
+	src := t.TempDir()
+	for i := range 5 {
+		writeTree(t, src, map[string]string{"index.html": strconv.Itoa(i)})
+		e.deploy(site, src)
+	}
+	entries, err := os.ReadDir(layout{e.root}.versions(site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, en := range entries {
+		names = append(names, en.Name())
+	}
+	if want := []string{"4", "4.json", "5", "5.json"}; !slices.Equal(names, want) {
+		t.Errorf("versions/ = %q, want %q", names, want)
+	}
+}
+
+func TestPruneSparesPinnedVersions(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{Keep: 2})
+	site := Site{"acme", "t1"}
+	l := layout{e.root}
+	for n := 1; n <= 5; n++ {
+		if err := os.MkdirAll(l.version(site, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTree(t, l.versions(site), map[string]string{"2.json": "{}", "6.tmp/x": "", "3.json.tmp": ""})
+	if err := swapLink(l.current(site), currentTarget(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := swapLink(l.latest(site.Project), latestTarget(site, 1)); err != nil {
+		t.Fatal(err)
+	}
+	e.dir.prune(context.Background(), site)
+	entries, _ := os.ReadDir(l.versions(site))
+	var names []string
+	for _, en := range entries {
+		names = append(names, en.Name())
+	}
+	if want := []string{"1", "4", "5"}; !slices.Equal(names, want) {
+		t.Errorf("versions/ after prune = %q, want %q (newest 2 and the one latest points at)", names, want)
+	}
+}
+
+func TestSourceSymlinks(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	writeTree(t, outside, map[string]string{"secret.txt": "secret"})
+	tests := []struct {
+		name    string
+		link    string // where the symlink "x" in the source points
+		wantErr error
+	}{
+		{"to /etc", "/etc", ErrUnsafeSource},
+		{"to /etc/passwd", "/etc/passwd", ErrUnsafeSource},
+		{"relative out of the tree", "../" + filepath.Base(outside) + "/secret.txt", ErrUnsafeSource},
+		{"absolute outside file", filepath.Join(outside, "secret.txt"), ErrUnsafeSource},
+		{"to a directory inside", "sub", ErrUnsafeSource},
+		{"dangling", "nowhere", ErrUnsafeSource},
+		{"to a file inside", "sub/page.html", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, DirConfig{})
+			src := filepath.Join(filepath.Dir(outside), "src-"+strings.ReplaceAll(tt.name, " ", "-"))
+			writeTree(t, src, map[string]string{"index.html": "home", "sub/page.html": "page"})
+			t.Cleanup(func() { os.RemoveAll(src) })
+			if err := os.Symlink(tt.link, filepath.Join(src, "x")); err != nil {
+				t.Fatal(err)
+			}
+			dep, err := e.dir.Deploy(context.Background(), Site{"acme", "t1"}, src)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Deploy = %+v, %v; want %v", dep, err, tt.wantErr)
+			}
+			if err != nil {
+				if r := e.get("edit.acme.localhost", "/"); r.status != 404 {
+					t.Errorf("a rejected deploy was published: %d %q", r.status, r.body)
+				}
+				return
+			}
+			if r := e.get("edit.acme.localhost", "/x"); r.body != "page" {
+				t.Errorf("/x = %d %q, want the link target's content", r.status, r.body)
+			}
+		})
+	}
+}
+
+func TestDeployRejectsSpecialFiles(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "x"})
+	if err := mkfifo(filepath.Join(src, "pipe")); err != nil {
+		t.Skip("no fifo support:", err)
+	}
+	_, err := e.dir.Deploy(context.Background(), Site{"acme", "t1"}, src)
+	if !errors.Is(err, ErrUnsafeSource) || !strings.Contains(err.Error(), "pipe") {
+		t.Errorf("Deploy with a fifo = %v, want ErrUnsafeSource naming it", err)
+	}
+}
+
+func TestDeployErrors(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	site := Site{"acme", "t1"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "x"})
+	if _, err := e.dir.Deploy(ctx, site, src); err != context.Canceled {
+		t.Errorf("Deploy with a cancelled ctx = %v, want context.Canceled unwrapped", err)
+	}
+	if _, err := e.dir.Deploy(context.Background(), site, filepath.Join(src, "missing")); err == nil {
+		t.Error("Deploy of a missing directory succeeded")
+	}
+	if _, err := e.dir.Deploy(context.Background(), site, filepath.Join(src, "index.html")); err == nil {
+		t.Error("Deploy of a file succeeded")
+	}
+	if r := e.get("t1.edit.acme.localhost", "/"); r.status != 404 || !strings.Contains(r.body, `no preview for thread "t1" of project "acme" yet`) {
+		t.Errorf("failed deploys left a preview: %d %q", r.status, r.body)
+	}
+}
+
+func TestConcurrentDeploysOfOneSite(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{Keep: 100})
+	site := Site{"acme", "t1"}
+	const n = 8
+	var wg sync.WaitGroup
+	versions := make([]string, n)
+	for i := range n {
+		src := t.TempDir()
+		writeTree(t, src, map[string]string{"index.html": strconv.Itoa(i), "same.html": "same"})
+		wg.Go(func() {
+			dep, err := e.dir.Deploy(context.Background(), site, src)
+			if err != nil {
+				t.Error(err)
+			}
+			versions[i] = dep.Version
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(versions, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
+	for i, v := range versions {
+		if v != strconv.Itoa(i+1) {
+			t.Fatalf("versions = %q, want 1..%d once each", versions, n)
+		}
+	}
+	// Serialized deploys chain their manifests: every later one linked same.html.
+	for v := 2; v <= n; v++ {
+		assertLinked(t, e, site, "same.html", 1, v)
+	}
+}

@@ -1,0 +1,190 @@
+package preview
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Root is the directory a Dir deploys into (DirConfig.Root). Required.
+	Root string
+	// Domain is the host suffix that names previews: edit.<project>.<Domain> and
+	// <thread>.edit.<project>.<Domain>, with or without a port. Default "localhost".
+	Domain string
+	// Logger receives unexpected I/O errors (not 404s). Default: discard.
+	Logger *slog.Logger
+}
+
+func (c ServerConfig) withDefaults() ServerConfig {
+	c.Domain = strings.Trim(strings.ToLower(c.Domain), ".")
+	if c.Domain == "" {
+		c.Domain = "localhost"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c ServerConfig) validate() error {
+	if c.Root == "" {
+		return errors.New("preview server: Root is required: the directory previews are deployed to")
+	}
+	return nil
+}
+
+// Server is an http.Handler that serves the previews under a root by Host header. It serves
+// GET and HEAD only, never lists directories, and never reads outside the version it resolved
+// (neither via ".." nor via symlinks). Every response carries Cache-Control: no-cache. Safe for
+// concurrent use; it keeps no state between requests.
+type Server struct {
+	cfg    ServerConfig
+	layout layout
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// NewServer validates cfg. The root need not exist yet: unknown previews answer 404.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, layout: layout{root: cfg.Root}}, nil
+}
+
+// ServeHTTP resolves the preview named by r.Host to one version, once, and serves r.URL.Path
+// from it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-cache")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed: previews are read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	p, err := s.previewFor(r.Host)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	s.serve(w, r, p)
+}
+
+// preview is the site a request names: a thread's, or (thread == "") a project's latest.
+type preview struct{ project, thread string }
+
+// link returns the symlink naming the preview's live version.
+func (s *Server) link(p preview) string {
+	if p.thread == "" {
+		return s.layout.latest(p.project)
+	}
+	return s.layout.current(Site{Project: p.project, Thread: p.thread})
+}
+
+// missing explains a preview that has no version yet.
+func (p preview) missing() string {
+	if p.thread == "" {
+		return fmt.Sprintf("no preview for project %q yet: it appears after the project's first deploy\n", p.project)
+	}
+	return fmt.Sprintf("no preview for thread %q of project %q yet: it appears after the thread's first deploy\n", p.thread, p.project)
+}
+
+// previewFor parses a Host header: edit.<project>.<domain> or <thread>.edit.<project>.<domain>.
+func (s *Server) previewFor(host string) (preview, error) {
+	name := strings.TrimSuffix(strings.ToLower(stripPort(host)), ".")
+	rest, ok := strings.CutSuffix(name, "."+s.cfg.Domain)
+	labels := strings.Split(rest, ".")
+	var p preview
+	switch {
+	case ok && len(labels) == 2 && labels[0] == "edit":
+		p = preview{project: labels[1]}
+	case ok && len(labels) == 3 && labels[1] == "edit":
+		p = preview{project: labels[2], thread: labels[0]}
+	default:
+		return preview{}, fmt.Errorf("no preview at host %q: use edit.<project>.%s for a project's latest preview or <thread>.edit.<project>.%s for a thread's\n", host, s.cfg.Domain, s.cfg.Domain)
+	}
+	if err := (Site{Project: p.project, Thread: cmpOr(p.thread, "latest")}).Validate(); err != nil {
+		return preview{}, fmt.Errorf("no preview at host %q: %v\n", host, err)
+	}
+	return p, nil
+}
+
+// stripPort removes a ":port" from a Host header, if any.
+func stripPort(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return host
+}
+
+func cmpOr(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+// serve resolves the preview's live version once and serves the request from it. If the
+// version is pruned before the file is opened (a request spanning several deploys), it
+// resolves again: a response still comes from one version.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, p preview) {
+	link := s.link(p)
+	for range 3 {
+		dir, err := resolveLink(link)
+		if errors.Is(err, fs.ErrNotExist) {
+			http.Error(w, p.missing(), http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if s.serveVersion(w, r, link, dir) {
+			return
+		}
+	}
+	http.Error(w, "the preview changed too often to serve this request; reload\n", http.StatusServiceUnavailable)
+}
+
+// fail answers 500 for an unexpected error and logs it.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.cfg.Logger.WarnContext(r.Context(), "preview: serve failed", slog.String("host", r.Host),
+		slog.String("path", r.URL.Path), slog.Any("error", err))
+	http.Error(w, "preview unavailable\n", http.StatusInternalServerError)
+}
+
+// serveVersion serves r from version directory dir, which link pointed at. It returns false,
+// having written nothing, when a file is missing because link has moved on since.
+func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, link, dir string) bool {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		if s.moved(link, dir) {
+			return false
+		}
+		s.fail(w, r, err)
+		return true
+	}
+	defer root.Close()
+	v := version{root: root, dir: dir}
+	if v.serve(w, r) {
+		return true
+	}
+	if s.moved(link, dir) {
+		return false
+	}
+	v.notFound(w, r)
+	return true
+}
+
+// moved reports whether link no longer points at dir.
+func (s *Server) moved(link, dir string) bool {
+	now, err := resolveLink(link)
+	return err != nil || now != dir
+}

@@ -1,0 +1,186 @@
+package preview
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// siteFiles is a small Astro-like build output.
+var siteFiles = map[string]string{
+	"index.html":            "<h1>home</h1>",
+	"about.html":            "<h1>about</h1>",
+	"blog/index.html":       "<h1>blog</h1>",
+	"blog/first/index.html": "<h1>first</h1>",
+	"docs/readme.txt":       "no index here",
+	"style.css":             "body{}",
+	"app.js":                "let x",
+	"logo.svg":              "<svg/>",
+	"font.woff2":            "wOF2",
+	"data.json":             "{}",
+	"404.html":              "<h1>lost</h1>",
+}
+
+// setupSite deploys siteFiles as acme/t1.
+func setupSite(t *testing.T, cfg DirConfig) *env {
+	t.Helper()
+	e := setup(t, cfg)
+	src := t.TempDir()
+	writeTree(t, src, siteFiles)
+	e.deploy(Site{"acme", "t1"}, src)
+	return e
+}
+
+func TestServerHosts(t *testing.T) {
+	t.Parallel()
+	e := setupSite(t, DirConfig{})
+	custom := setupSite(t, DirConfig{Domain: "example.com"})
+	tests := []struct {
+		e          *env
+		host       string
+		wantStatus int
+		wantBody   string
+	}{
+		{e, "edit.acme.localhost", 200, "<h1>home</h1>"},
+		{e, "edit.acme.localhost:8080", 200, "<h1>home</h1>"},
+		{e, "t1.edit.acme.localhost:8080", 200, "<h1>home</h1>"},
+		{e, "EDIT.Acme.LOCALHOST.", 200, "<h1>home</h1>"},
+		{e, "edit.other.localhost", 404, `no preview for project "other" yet`},
+		{e, "t2.edit.acme.localhost", 404, `no preview for thread "t2" of project "acme" yet`},
+		{e, "acme.localhost", 404, "use edit.<project>.localhost"},
+		{e, "x.y.edit.acme.localhost", 404, "no preview at host"},
+		{e, "t1.view.acme.localhost", 404, "no preview at host"},
+		{e, "edit.acme.example.com", 404, "no preview at host"},
+		{e, "edit.a_b.localhost", 404, "must be 1-63 characters"},
+		{e, "", 404, "no preview at host"},
+		{custom, "edit.acme.example.com", 200, "<h1>home</h1>"},
+		{custom, "t1.edit.acme.example.com:443", 200, "<h1>home</h1>"},
+		{custom, "edit.acme.localhost", 404, "use edit.<project>.example.com"},
+	}
+	for _, tt := range tests {
+		r := tt.e.get(tt.host, "/")
+		if r.status != tt.wantStatus || !strings.Contains(r.body, tt.wantBody) {
+			t.Errorf("Host %q: %d %q, want %d containing %q", tt.host, r.status, r.body, tt.wantStatus, tt.wantBody)
+		}
+		if got := r.header.Get("Cache-Control"); got != "no-cache" {
+			t.Errorf("Host %q: Cache-Control %q, want no-cache", tt.host, got)
+		}
+	}
+}
+
+func TestServerPaths(t *testing.T) {
+	t.Parallel()
+	e := setupSite(t, DirConfig{})
+	tests := []struct {
+		path       string
+		wantStatus int
+		wantBody   string
+		wantType   string
+	}{
+		{"/", 200, "<h1>home</h1>", "text/html; charset=utf-8"},
+		{"/index.html", 200, "<h1>home</h1>", "text/html; charset=utf-8"},
+		{"/about", 200, "<h1>about</h1>", "text/html; charset=utf-8"},
+		{"/about.html", 200, "<h1>about</h1>", "text/html; charset=utf-8"},
+		{"/blog/", 200, "<h1>blog</h1>", "text/html; charset=utf-8"},
+		{"/blog/first/", 200, "<h1>first</h1>", "text/html; charset=utf-8"},
+		{"/blog/first/?utm=x", 200, "<h1>first</h1>", "text/html; charset=utf-8"},
+		{"/style.css", 200, "body{}", "text/css; charset=utf-8"},
+		{"/app.js", 200, "let x", "text/javascript; charset=utf-8"},
+		{"/logo.svg", 200, "<svg/>", "image/svg+xml"},
+		{"/font.woff2", 200, "wOF2", "font/woff2"},
+		{"/data.json", 200, "{}", "application/json"},
+		{"/docs/readme.txt", 200, "no index here", "text/plain; charset=utf-8"},
+		{"/docs/", 404, "<h1>lost</h1>", "text/html; charset=utf-8"}, // no listing
+		{"/nope", 404, "<h1>lost</h1>", "text/html; charset=utf-8"},
+		{"/about/", 404, "<h1>lost</h1>", "text/html; charset=utf-8"},
+	}
+	for _, tt := range tests {
+		r := e.get("edit.acme.localhost", tt.path)
+		if r.status != tt.wantStatus || r.body != tt.wantBody || r.header.Get("Content-Type") != tt.wantType {
+			t.Errorf("GET %s = %d %q %q, want %d %q %q", tt.path, r.status, r.body, r.header.Get("Content-Type"), tt.wantStatus, tt.wantBody, tt.wantType)
+		}
+		if r.header.Get("Cache-Control") != "no-cache" {
+			t.Errorf("GET %s: no Cache-Control: no-cache", tt.path)
+		}
+	}
+}
+
+func TestServerRedirectsDirectories(t *testing.T) {
+	t.Parallel()
+	e := setupSite(t, DirConfig{})
+	for path, want := range map[string]string{"/blog": "/blog/", "/blog/first?a=1": "/blog/first/?a=1"} {
+		r := e.get("edit.acme.localhost", path)
+		if r.status != http.StatusFound || r.header.Get("Location") != want {
+			t.Errorf("GET %s = %d Location %q, want 302 to %q", path, r.status, r.header.Get("Location"), want)
+		}
+	}
+}
+
+func TestServerNotFoundWithout404Page(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "home", "docs/a.txt": "a"})
+	e.deploy(Site{"acme", "t1"}, src)
+	for _, path := range []string{"/missing", "/docs/", "/docs"} {
+		r := e.get("edit.acme.localhost", path)
+		if r.status != 404 || !strings.Contains(r.body, "no page "+path+" in this preview") {
+			t.Errorf("GET %s = %d %q, want a 404 naming the page", path, r.status, r.body)
+		}
+	}
+}
+
+func TestServerMethodsAndValidators(t *testing.T) {
+	t.Parallel()
+	e := setupSite(t, DirConfig{})
+	host := "edit.acme.localhost"
+	if r := e.do(http.MethodPost, host, "/", nil); r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("POST = %d Allow %q, want 405 GET, HEAD", r.status, r.header.Get("Allow"))
+	}
+	if r := e.do(http.MethodHead, host, "/about", nil); r.status != 200 || r.body != "" || r.header.Get("Content-Length") != "14" {
+		t.Errorf("HEAD = %d %q length %q", r.status, r.body, r.header.Get("Content-Length"))
+	}
+	first := e.get(host, "/style.css")
+	etag := first.header.Get("ETag")
+	if etag == "" || first.header.Get("X-Preview-Version") != "1" || first.header.Get("X-Preview-Thread") != "t1" {
+		t.Fatalf("headers = %v, want an ETag and version 1 of t1", first.header)
+	}
+	if r := e.do(http.MethodGet, host, "/style.css", http.Header{"If-None-Match": {etag}}); r.status != http.StatusNotModified {
+		t.Errorf("conditional GET = %d, want 304", r.status)
+	}
+	if r := e.do(http.MethodGet, host, "/style.css", http.Header{"Range": {"bytes=0-3"}}); r.status != http.StatusPartialContent || r.body != "body" {
+		t.Errorf("range GET = %d %q, want 206 body", r.status, r.body)
+	}
+}
+
+func TestServerTraversal(t *testing.T) {
+	t.Parallel()
+	e := setupSite(t, DirConfig{})
+	// Plant escaping symlinks inside the live version, as tampering could (Deploy never does).
+	live, err := resolveLink(layout{e.root}.current(Site{"acme", "t1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"etc": "/etc", "passwd": "/etc/passwd", "up.html": "../../../../../../../../etc/passwd", "root": "../../.."} {
+		if err := os.Symlink(target, filepath.Join(live, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uris := []string{
+		"/../../etc/passwd", "/../../../../../../../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd",
+		"/..%2f..%2f..%2fetc%2fpasswd", "/%2E%2E%2F%2E%2E%2Fetc%2Fpasswd", "/blog/../../../etc/passwd",
+		"/..%5c..%5cetc%5cpasswd", "/etc/passwd", "/passwd", "/up", "/up.html", "/etc/", "/root/",
+		"/root/acme/latest/index.html", "/%00", "/index.html%00.css",
+	}
+	for _, uri := range uris {
+		r := e.raw("edit.acme.localhost", uri)
+		if r.status == 200 || strings.Contains(r.body, "root:") {
+			t.Errorf("GET %s = %d %q: served something outside the version", uri, r.status, r.body)
+		}
+	}
+	if r := e.raw("edit.acme.localhost", "/blog/../about"); r.status != 200 || r.body != "<h1>about</h1>" {
+		t.Errorf(`"/blog/../about" = %d %q, want the about page (".." stays inside)`, r.status, r.body)
+	}
+}
