@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // fixture is a pipeline on a real engine, a bare origin repository, the fake claude agent
 // and a preview server.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	p       *pipeline.Pipeline
 	origin  string
 	preview *httptest.Server
@@ -43,7 +43,7 @@ type fixture struct {
 	proj    project.Project
 }
 
-func setup(t *testing.T, files map[string]string, mod func(*project.Project)) *fixture {
+func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
@@ -80,7 +80,7 @@ func setup(t *testing.T, files map[string]string, mod func(*project.Project)) *f
 	return f
 }
 
-func newOrigin(t *testing.T, dir string, files map[string]string) string {
+func newOrigin(t testing.TB, dir string, files map[string]string) string {
 	t.Helper()
 	bare, seed := filepath.Join(dir, "origin.git"), filepath.Join(dir, "seed")
 	git(t, dir, "init", "--quiet", "--bare", "--initial-branch=main", bare)
@@ -94,7 +94,7 @@ func newOrigin(t *testing.T, dir string, files map[string]string) string {
 	return bare
 }
 
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -105,7 +105,7 @@ func git(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func write(t *testing.T, path, s string) {
+func write(t testing.TB, path, s string) {
 	t.Helper()
 	_ = os.MkdirAll(filepath.Dir(path), 0o755)
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
