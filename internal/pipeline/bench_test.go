@@ -45,4 +45,3 @@ func BenchmarkOverhead1000Pages(b *testing.B) {
 		b.ReportMetric(float64(per[k])/float64(b.N), k+"-ms/job")
 	}
 }
-

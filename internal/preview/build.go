@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,25 +15,25 @@ import (
 	"sync/atomic"
 )
 
-// builder assembles one version directory from a scanned source and the previous version.
+// builder stores the files of one source tree in a thread's blob store and returns the
+// manifest of the new version. A blob is named by the sha256 of its content and never
+// changed once renamed into place.
 type builder struct {
 	src     source
-	srcRoot *os.Root          // reads source files without leaving the tree
-	prev    manifest          // the previous version's files
-	prevDir string            // the previous version's directory; "" when there is none
-	byHash  map[string]string // prev's paths by sha256
-	dst     string            // the staging directory being filled
+	srcRoot *os.Root // reads source files without leaving the tree
+	blobs   string   // the thread's blob store
+	donor   string   // another thread's blob store to hard-link from; "" for none
 }
 
 // placed is what happened to one file.
 type placed struct {
-	entry  entry
-	linked bool // hard-linked from the previous version rather than written
+	entry entry
+	kept  bool // its blob was already stored (or linked in); nothing was written
 }
 
-// run fills b.dst and returns the new version's manifest and counts.
+// run stores every source file and returns the new manifest and counts (Deleted aside).
 func (b *builder) run(ctx context.Context) (manifest, Deployment, error) {
-	if err := b.mkdirs(); err != nil {
+	if err := os.MkdirAll(b.blobs, 0o755); err != nil {
 		return manifest{}, Deployment{}, err
 	}
 	results := make([]placed, len(b.src.files))
@@ -46,49 +48,33 @@ func (b *builder) run(ctx context.Context) (manifest, Deployment, error) {
 	return m, dep, nil
 }
 
-// mkdirs creates every source directory, empty ones included, parents first.
-func (b *builder) mkdirs() error {
-	for _, d := range b.src.dirs {
-		if err := os.Mkdir(b.dstPath(d), 0o755); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// place puts one file into the new version: linked when the previous version has the same
-// content (at any path), written otherwise.
+// place hashes one source file and stores its content unless a blob already holds it.
 func (b *builder) place(rel string) (placed, error) {
 	sum, size, err := b.hashSource(rel)
 	if err != nil {
 		return placed{}, err
 	}
-	if old, ok := b.match(rel, sum); ok && b.link(old, rel, size) {
-		return placed{entry: entry{SHA256: sum, Size: size}, linked: true}, nil
+	if hasBlob(b.blobs, sum, size) || b.linkFromDonor(sum, size) {
+		return placed{entry: entry{SHA256: sum, Size: size}, kept: true}, nil
 	}
-	e, err := b.copy(rel)
+	e, err := b.store(rel)
 	return placed{entry: e}, err
 }
 
-// match finds a previous file with content sum, preferring the same path.
-func (b *builder) match(rel, sum string) (string, bool) {
-	if e, ok := b.prev.Files[rel]; ok && e.SHA256 == sum {
-		return rel, true
-	}
-	old, ok := b.byHash[sum]
-	return old, ok
+// hasBlob reports whether dir holds blob sum with the expected size. A wrong size (say, a
+// blob truncated by a crash) counts as missing, so the next deploy writes it again.
+func hasBlob(dir, sum string, size int64) bool {
+	fi, err := os.Lstat(filepath.Join(dir, sum))
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == size
 }
 
-// link hard-links the previous version's file old to rel. It refuses (and the caller writes
-// the file instead) when the old file is missing or its size disagrees with the manifest, so
-// damage to one version is not carried into the next.
-func (b *builder) link(old, rel string, size int64) bool {
-	from := filepath.Join(b.prevDir, filepath.FromSlash(old))
-	fi, err := os.Lstat(from)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+// linkFromDonor hard-links blob sum from the donor store, if it has it.
+func (b *builder) linkFromDonor(sum string, size int64) bool {
+	if b.donor == "" || !hasBlob(b.donor, sum, size) {
 		return false
 	}
-	return os.Link(from, b.dstPath(rel)) == nil
+	err := os.Link(filepath.Join(b.donor, sum), filepath.Join(b.blobs, sum))
+	return err == nil || errors.Is(err, fs.ErrExist)
 }
 
 // hashSource returns the sha256 (hex) and size of source file rel.
@@ -106,26 +92,37 @@ func (b *builder) hashSource(rel string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// copy writes source file rel into the new version, hashing what it writes.
-func (b *builder) copy(rel string) (entry, error) {
+// store copies source file rel into a new blob, named by the hash of what was copied.
+func (b *builder) store(rel string) (entry, error) {
 	in, err := b.openSource(rel)
 	if err != nil {
 		return entry{}, err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(b.dstPath(rel), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	tmp := tmpName(filepath.Join(b.blobs, "new"))
+	e, err := writeHashed(tmp, in)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(b.blobs, e.SHA256))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return entry{}, fmt.Errorf("store %s: %w", rel, err)
+	}
+	return e, nil
+}
+
+// writeHashed writes r to a new file at path and returns the hash and size written.
+func writeHashed(path string, r io.Reader) (entry, error) {
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return entry{}, err
 	}
 	h := sha256.New()
-	n, err := copyBuffered(io.MultiWriter(out, h), in)
+	n, err := copyBuffered(io.MultiWriter(out, h), r)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return entry{}, fmt.Errorf("write %s: %w", rel, err)
-	}
-	return entry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+	return entry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, err
 }
 
 // openSource opens source file rel through the source root and checks it is a regular file.
@@ -147,24 +144,17 @@ func (b *builder) tally(results []placed) (manifest, Deployment) {
 	var dep Deployment
 	for i, r := range results {
 		m.Files[b.src.files[i]] = r.entry
-		if r.linked {
+		if r.kept {
 			dep.Unchanged++
 			continue
 		}
 		dep.Written++
 		dep.Bytes += r.entry.Size
 	}
-	for p := range b.prev.Files {
-		if _, ok := m.Files[p]; !ok {
-			dep.Deleted++
-		}
-	}
 	return m, dep
 }
 
-func (b *builder) dstPath(rel string) string { return filepath.Join(b.dst, filepath.FromSlash(rel)) }
-
-// bufPool holds copy buffers; files are copied by many workers at once.
+// bufPool holds copy buffers; files are copied by several workers at once.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // copyBuffered copies r to w with a pooled buffer.

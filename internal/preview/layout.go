@@ -13,38 +13,36 @@ import (
 const (
 	threadsDir  = "threads"
 	versionsDir = "versions"
+	blobsDir    = "blobs"
 	currentName = "current"
 	latestName  = "latest"
-	stagingExt  = ".tmp"  // versions/<n>.tmp: a version being built
-	manifestExt = ".json" // versions/<n>.json: its manifest
+	manifestExt = ".json" // versions/<n>.json: the manifest of version n
+	tmpExt      = ".tmp"  // a file being written; renamed into place when complete
 )
 
 // layout computes the paths under one root. Names must be validated before use.
 type layout struct{ root string }
 
-func (l layout) project(p string) string { return filepath.Join(l.root, p) }
-func (l layout) latest(p string) string  { return filepath.Join(l.root, p, latestName) }
+func (l layout) latest(project string) string { return filepath.Join(l.root, project, latestName) }
 
 func (l layout) thread(s Site) string   { return filepath.Join(l.root, s.Project, threadsDir, s.Thread) }
 func (l layout) current(s Site) string  { return filepath.Join(l.thread(s), currentName) }
 func (l layout) versions(s Site) string { return filepath.Join(l.thread(s), versionsDir) }
+func (l layout) blobs(s Site) string    { return filepath.Join(l.thread(s), blobsDir) }
 
-func (l layout) version(s Site, n int) string {
-	return filepath.Join(l.versions(s), strconv.Itoa(n))
+func (l layout) manifest(s Site, n int) string {
+	return filepath.Join(l.versions(s), strconv.Itoa(n)+manifestExt)
 }
-
-func (l layout) manifest(s Site, n int) string { return l.version(s, n) + manifestExt }
-func (l layout) staging(s Site, n int) string  { return l.version(s, n) + stagingExt }
 
 // currentTarget and latestTarget are the relative symlink targets for version n of s.
-func currentTarget(n int) string { return filepath.Join(versionsDir, strconv.Itoa(n)) }
+func currentTarget(n int) string { return filepath.Join(versionsDir, strconv.Itoa(n)+manifestExt) }
 
 func latestTarget(s Site, n int) string {
-	return filepath.Join(threadsDir, s.Thread, versionsDir, strconv.Itoa(n))
+	return filepath.Join(threadsDir, s.Thread, versionsDir, strconv.Itoa(n)+manifestExt)
 }
 
-// resolveLink reads the symlink link once and returns the directory it names. The target
-// must be a local relative path (no "..", not absolute), as Dir writes them.
+// resolveLink reads the symlink link once and returns the manifest path it names. The
+// target must be a local relative path (no "..", not absolute), as Dir writes them.
 func resolveLink(link string) (string, error) {
 	target, err := os.Readlink(link)
 	if err != nil {
@@ -56,20 +54,18 @@ func resolveLink(link string) (string, error) {
 	return filepath.Join(filepath.Dir(link), target), nil
 }
 
-// versionOf parses the version number from a version directory path (its last element).
-func versionOf(dir string) (int, bool) {
-	n, err := strconv.Atoi(filepath.Base(dir))
+// versionOf parses the version number of a manifest path .../versions/<n>.json.
+func versionOf(manifestPath string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(manifestPath), manifestExt))
 	return n, err == nil && n > 0
 }
 
-// threadOf returns the thread of a version directory path .../threads/<thread>/versions/<n>.
-func threadOf(dir string) string {
-	return filepath.Base(filepath.Dir(filepath.Dir(dir)))
-}
+// threadDirOf returns .../threads/<thread> for a manifest path inside it.
+func threadDirOf(manifestPath string) string { return filepath.Dir(filepath.Dir(manifestPath)) }
 
 // swapLink points link at target atomically: a new symlink renamed over the old one.
 func swapLink(link, target string) error {
-	tmp := link + ".new-" + strings.ToLower(rand.Text()[:10])
+	tmp := tmpName(link)
 	if err := os.Symlink(target, tmp); err != nil {
 		return err
 	}
@@ -78,4 +74,9 @@ func swapLink(link, target string) error {
 		return err
 	}
 	return nil
+}
+
+// tmpName returns a fresh name next to path for a file to be renamed onto path.
+func tmpName(path string) string {
+	return path + "." + strings.ToLower(rand.Text()[:8]) + tmpExt
 }
