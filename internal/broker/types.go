@@ -2,6 +2,7 @@ package broker
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -21,6 +22,9 @@ type Job struct {
 	Subject     string       `json:"subject,omitempty"`
 	Attachments []Attachment `json:"attachments,omitempty"`
 	AcceptedAt  time.Time    `json:"acceptedAt"`
+	// MessageID and References of the email that carried the instruction, for threaded replies.
+	MessageID  string   `json:"messageId,omitempty"`
+	References []string `json:"references,omitempty"`
 }
 
 // Attachment is a file sent with an instruction.
@@ -102,6 +106,14 @@ type WorkerInfo struct {
 var idState struct {
 	sync.Mutex
 	last uint64
+}
+
+// JobIDAt returns the id of a job accepted at t whose identity is key (for example an email's
+// Message-ID): the same t and key give the same id, so a re-submission is recognized, and ids
+// still sort by acceptance time.
+func JobIDAt(t time.Time, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return fmt.Sprintf("j%016x%08x", uint64(t.UnixNano()), binary.BigEndian.Uint32(sum[:4]))
 }
 
 // NewJobID returns an id that sorts by creation time: "j" + 16 hex digits of nanoseconds

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -86,6 +87,9 @@ func New(cfg Config) (*Router, error) {
 
 // Request is one instruction to submit.
 type Request struct {
+	// JobID, when set, makes Submit idempotent: submitting the same id again returns the
+	// accepted job (see broker.JobIDAt). Default: a new id.
+	JobID       string              `json:"jobId,omitempty"`
 	Project     string              `json:"project"`
 	User        string              `json:"user"`
 	Thread      string              `json:"thread,omitempty"`
@@ -94,7 +98,11 @@ type Request struct {
 	From        string              `json:"from,omitempty"`
 	Subject     string              `json:"subject,omitempty"`
 	Attachments []broker.Attachment `json:"attachments,omitempty"`
+	MessageID   string              `json:"messageId,omitempty"`
+	References  []string            `json:"references,omitempty"`
 }
+
+var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}$`)
 
 func (req Request) job() (broker.Job, error) {
 	t, err := tenant.New(req.Project, req.User)
@@ -113,10 +121,19 @@ func (req Request) job() (broker.Job, error) {
 	case len(req.Instruction) > MaxInstruction:
 		return broker.Job{}, fmt.Errorf("%w: the instruction is %d bytes; keep it under %d", ErrInvalid, len(req.Instruction), MaxInstruction)
 	}
-	return broker.Job{ID: broker.NewJobID(), Tenant: t, Thread: req.Thread, Instruction: req.Instruction,
+	id := req.JobID
+	if id == "" {
+		id = broker.NewJobID()
+	} else if !jobIDPattern.MatchString(id) {
+		return broker.Job{}, fmt.Errorf("%w: job id %q is not of the form j + 24 hex digits", ErrInvalid, id)
+	}
+	return broker.Job{ID: id, Tenant: t, Thread: req.Thread, Instruction: req.Instruction,
 		RepoURL: req.RepoURL, From: req.From, Subject: req.Subject, Attachments: req.Attachments,
-		AcceptedAt: time.Now()}, nil
+		MessageID: req.MessageID, References: req.References, AcceptedAt: time.Now()}, nil
 }
+
+// NewThreadID returns a new thread id ("t" + 12 hex digits).
+func NewThreadID() string { return newThreadID() }
 
 func newThreadID() string {
 	var b [6]byte
@@ -131,7 +148,15 @@ func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, err
 		return broker.JobRecord{}, err
 	}
 	rec := broker.JobRecord{Job: job, State: broker.StateQueued}
-	if err := r.b.Jobs.Create(ctx, rec); err != nil {
+	err = r.b.Jobs.Create(ctx, rec)
+	if errors.Is(err, broker.ErrExists) && req.JobID != "" {
+		// A re-submission: publish again (de-duplicated) in case the first one crashed in between.
+		if rec, err = r.b.Jobs.Get(ctx, job.ID); err == nil && !rec.State.Final() {
+			err = r.b.Inbox.Publish(ctx, rec.Job)
+		}
+		return rec, err
+	}
+	if err != nil {
 		return rec, fmt.Errorf("router: record job: %w", err)
 	}
 	if err := r.b.Inbox.Publish(ctx, job); err != nil {
