@@ -31,12 +31,29 @@ func envName(flagName string) string {
 
 // parse applies environment variables to flags not given on the command line, then args.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+	_, err := parseWith(fs, args, 0)
+	return err
+}
+
+// parseWith is parse allowing up to max positional arguments, before or after the flags.
+func parseWith(fs *flag.FlagSet, args []string, max int) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (flags go before it? run with -h)", fs.Arg(0))
+	if len(pos) > max {
+		return nil, fmt.Errorf("unexpected argument %q (run with -h)", pos[max])
 	}
+	return pos, applyEnv(fs)
+}
+
+func applyEnv(fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error

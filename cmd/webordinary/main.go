@@ -21,6 +21,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"worker":  runWorker,
 	"send":    runSend,
 	"project": runProject,
+	"mail":    runMail,
 	"status":  runStatus,
 	"bench":   runBench,
 	"version": func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
@@ -34,6 +35,7 @@ Commands:
   serve    run everything in one process: engine, router, workers, HTTP API
   worker   run a generic worker against a NATS server (scale-out)
   project  add, list, show or remove projects (sites)
+  mail     inspect a raw email as the mail router sees it
   send     submit an instruction to a running serve
   status   show leases, pending jobs, workers and recent jobs
   bench    measure the control plane (dispatch latency, throughput, failover, fairness)

@@ -22,7 +22,7 @@ func TestServeEditsASiteEndToEnd(t *testing.T) {
 	ready := filepath.Join(dir, "ready.json")
 	c := &cluster{t: t, dir: dir}
 	c.serveP = c.start("serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
-		"--nats-listen", "", "--ready-file", ready, "--workers", "2", "--log-level", "warn")
+		"--nats-listen", "", "--smtp", "127.0.0.1:0", "--ready-file", ready, "--workers", "2", "--log-level", "warn")
 	t.Cleanup(c.stopAll)
 	c.api, _ = waitReady(t, ready)
 	agent := `sed -i "s|Hello|$WO_INSTRUCTION|" index.html && echo "set the heading to: $WO_INSTRUCTION"`

@@ -37,7 +37,7 @@ func startCluster(t *testing.T, agent string, serveWorkers int, extra ...string)
 	args := append([]string{"serve", "--data", filepath.Join(c.dir, "data"), "--http", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--ready-file", ready, "--workers", fmt.Sprint(serveWorkers),
 		"--processor", "command", "--agent-command", agent, "--lease-ttl", "1s", "--reconcile", "300ms", "--no-sync", "--preview", "",
-		"--shutdown-grace", "1s", "--log-level", "warn", "--workspaces", filepath.Join(c.dir, "workspaces")}, extra...)
+		"--shutdown-grace", "1s", "--log-level", "warn", "--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces")}, extra...)
 	c.serveP = c.start(args...)
 	c.api, c.nats = waitReady(t, ready)
 	t.Cleanup(c.stopAll)

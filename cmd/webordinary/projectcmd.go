@@ -78,6 +78,8 @@ func projectAdd(ctx context.Context, args []string) error {
 	fs.StringVar(&p.AttachmentsDir, "attachments-dir", "public/attachments", "where attachments land in the repository")
 	fs.IntVar(&p.RepairTurns, "repair-turns", 1, "agent turns to fix a failed build")
 	fs.Var(senders(p.Senders), "sender", "ADDRESS=USER: mail from ADDRESS acts as USER (repeatable)")
+	fs.StringVar(&p.MailAuth, "mail-auth", "aligned", "sender authentication required: aligned (DKIM or SPF aligned with From), dkim, or none (trusted setups only)")
+	fs.BoolVar(&p.Acknowledge, "acknowledge", false, "send an acknowledgement with the job's link when an email is accepted")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ type serveFlags struct {
 	policy                                                                              string
 	workerFlags
 	logFlags
+	mail mailFlags
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -54,6 +55,7 @@ func runServe(ctx context.Context, args []string) error {
 	fs.StringVar(&f.readyFile, "ready-file", "", "when ready, write {\"api\":URL,\"nats\":URL} to this file (for scripts and supervisors)")
 	f.workerFlags.register(fs, 4)
 	f.logFlags.register(fs)
+	f.mail.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -79,9 +81,20 @@ func (f *serveFlags) run(ctx context.Context) error {
 		return err
 	}
 	defer eng.close()
+	var mail *mailParts
 	r, err := router.New(router.Config{Backend: eng.backend, Logger: log, ReconcileEvery: f.reconcile,
-		Policy: func(context.Context, tenant.ID) router.Policy { return policy }})
+		Policy: func(context.Context, tenant.ID) router.Policy { return policy },
+		OnResult: func(ctx context.Context, res broker.Result) error {
+			log.InfoContext(ctx, "result", slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID), slog.String("state", string(res.State)))
+			if mail == nil {
+				return nil
+			}
+			return mail.in.OnResult(ctx, res)
+		}})
 	if err != nil {
+		return err
+	}
+	if mail, err = f.mail.build(ctx, f.data, eng.backend, r, nil, log); err != nil {
 		return err
 	}
 	projects, err := project.Open(ctx, eng.backend)
@@ -98,10 +111,11 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--http %s: %w (is another webordinary running? pick another port)", f.httpAddr, err)
 	}
-	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects}).Handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:      http://%s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
-		ln.Addr(), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
-	if err := f.writeReady(ln.Addr().String(), eng); err != nil {
+	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects,
+		InspectMail: mail.in.Inspect}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:      http://%s\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
+		ln.Addr(), mail.describe(f.data), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
+	if err := f.writeReady(ln.Addr().String(), eng, mail); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
@@ -110,6 +124,10 @@ func (f *serveFlags) run(ctx context.Context) error {
 		wg.Go(func() { _ = pool.Run(ctx) })
 	}
 	wg.Go(func() { serveHTTP(ctx, srv, ln, log) })
+	wg.Go(func() { _ = mail.outbox.Run(ctx) })
+	if mail.smtp != nil {
+		wg.Go(func() { _ = mail.smtp.Run(ctx) })
+	}
 	if previewLn != nil {
 		psrv, err := f.previewServer(log)
 		if err != nil {
@@ -121,11 +139,14 @@ func (f *serveFlags) run(ctx context.Context) error {
 	return nil
 }
 
-func (f *serveFlags) writeReady(apiAddr string, eng *engine) error {
+func (f *serveFlags) writeReady(apiAddr string, eng *engine, mail *mailParts) error {
 	if f.readyFile == "" {
 		return nil
 	}
 	ready := map[string]string{"api": "http://" + apiAddr}
+	if mail.smtp != nil {
+		ready["smtp"] = mail.smtp.Addr().String()
+	}
 	if eng.srv != nil && f.natsListen != "" {
 		ready["nats"] = eng.srv.ClientURL()
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -57,7 +58,8 @@ func lookProgram(ad adapter, spec Spec) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("agent: %s %w: cannot run %q (%v); %s", spec.Kind, ErrNotInstalled, name, cause(err), install)
 	}
-	return path, nil
+	// Absolute, because the agent runs in the request's directory, not the worker's.
+	return filepath.Abs(path)
 }
 
 // cause is the innermost error text of a LookPath failure, without the repeated file name.

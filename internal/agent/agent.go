@@ -89,7 +89,8 @@ type Request struct {
 	// Env holds extra KEY=VALUE variables for the agent (e.g. WO_PROJECT, WO_JOB).
 	Env []string
 	// Output, when set, receives the raw output lines (stdout and stderr) as they arrive, for a
-	// live view. Writes are serialized; errors are ignored.
+	// live view: one Write per line, newline included. Writes are serialized and happen on the
+	// path that reads the agent's output, so a slow writer slows the agent; errors are ignored.
 	Output io.Writer
 }
 
@@ -195,7 +196,7 @@ func validateEnvNames(names []string) error {
 // NewSessionID returns a random UUID v4 string (claude wants a UUID for --session-id).
 func NewSessionID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics instead)
+	_, _ = rand.Read(b[:])  // crypto/rand.Read never fails (it panics instead)
 	b[6] = b[6]&0x0f | 0x40 // version 4
 	b[8] = b[8]&0x3f | 0x80 // variant 10
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])

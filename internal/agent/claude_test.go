@@ -149,7 +149,7 @@ func TestClaudeInterrupt(t *testing.T) {
 	req.Output = sig
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { sig.wait(t); cancel() }()
+	cancelWhen(cancel, sig.arrived)
 
 	res := run(t, ctx, spec, req)
 	if !res.Interrupted || res.OK || res.TimedOut != "" {
@@ -170,15 +170,26 @@ func TestClaudeInterrupt(t *testing.T) {
 func TestClaudeSIGTERM(t *testing.T) {
 	t.Parallel()
 	f, spec := setup(t), fakeClaude(t)
-	done := make(chan agent.Result, 1)
-	go func() { done <- run(t, context.Background(), spec, f.request("spawn-orphan orphan.pid\nwrite-pid self.pid\nsleep 30")) }()
+	type outcome struct {
+		res agent.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := agent.Run(context.Background(), spec, f.request("spawn-orphan orphan.pid\nwrite-pid self.pid\nsleep 30"))
+		done <- outcome{res, err}
+	}()
 	orphan := f.readPid(t, "orphan.pid")
 	if err := syscall.Kill(f.readPid(t, "self.pid"), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	var res agent.Result
 	select {
-	case res = <-done:
+	case o := <-done:
+		if o.err != nil {
+			t.Fatalf("Run: %v", o.err)
+		}
+		res = o.res
 	case <-time.After(deadline):
 		t.Fatal("Run did not return after SIGTERM")
 	}
@@ -205,7 +216,7 @@ func TestNoOrphanSurvives(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if interrupt {
-				go func() { f.readPid(t, "orphan.pid"); cancel() }()
+				cancelWhen(cancel, func() bool { _, ok := f.pid("orphan.pid"); return ok })
 			}
 			res := run(t, ctx, spec, f.request(prompt))
 			if res.OK == interrupt || res.Interrupted != interrupt {

@@ -78,7 +78,7 @@ func TestInterruptGraceThenKill(t *testing.T) {
 	req.Output = sig
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { sig.wait(t); cancel() }()
+	cancelWhen(cancel, sig.arrived)
 	res := run(t, ctx, spec, req)
 	if !res.Interrupted || res.OK {
 		t.Fatalf("Interrupted, OK = %v, %v", res.Interrupted, res.OK)
@@ -135,6 +135,7 @@ func TestRunErrors(t *testing.T) {
 			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
+			t.Logf("error: %v", err)
 			assertContains(t, "error", err.Error(), tt.wantMsg)
 		})
 	}

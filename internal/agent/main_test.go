@@ -110,14 +110,32 @@ func (f fixture) readPid(t *testing.T, name string) int {
 	t.Helper()
 	var pid int
 	waitFor(t, name, func() bool {
-		b, err := os.ReadFile(filepath.Join(f.dir, name))
-		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil
+		var ok bool
+		pid, ok = f.pid(name)
+		return ok
 	})
 	return pid
+}
+
+// pid reads a complete pid file in the fixture.
+func (f fixture) pid(name string) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(f.dir, name))
+	if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil
+}
+
+// cancelWhen calls cancel once cond holds, or at the deadline, polling from a goroutine
+// (which must not fail the test itself).
+func cancelWhen(cancel context.CancelFunc, cond func() bool) {
+	go func() {
+		defer cancel()
+		for end := time.Now().Add(deadline); !cond() && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 }
 
 // assertGone waits for pid to disappear.
@@ -146,13 +164,13 @@ func (s *lineSignal) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// wait waits for the line.
-func (s *lineSignal) wait(t *testing.T) {
-	t.Helper()
+// arrived reports whether the line has arrived.
+func (s *lineSignal) arrived() bool {
 	select {
 	case <-s.seen:
-	case <-time.After(deadline):
-		t.Fatalf("no output line containing %q", s.needle)
+		return true
+	default:
+		return false
 	}
 }
 

@@ -33,8 +33,8 @@ func runAgent(ctx context.Context, spec Spec, req Request, ad adapter, path stri
 	if err != nil {
 		return Result{}, fmt.Errorf("agent: start %s: %w", spec.Kind, err)
 	}
-	reason, code, waitErr := supervise(ctx, spec, proc, out)
-	return judge(ctx, spec, out, reason, code, waitErr, time.Since(start)), nil
+	ex := supervise(ctx, spec, proc, out)
+	return judge(ctx, spec, out, ex, time.Since(start)), nil
 }
 
 // prepareDirs checks the working tree and creates the config dir.
@@ -56,17 +56,25 @@ func prepareDirs(req Request) error {
 }
 
 // judge builds the Result once the process and everything it started are gone.
-func judge(ctx context.Context, spec Spec, out *sink, reason stopReason, code int, waitErr error, d time.Duration) Result {
+func judge(ctx context.Context, spec Spec, out *sink, ex exit, d time.Duration) Result {
 	out.finish()
-	res := Result{ExitCode: code, Duration: d, OutputTail: out.tailString()}
+	res := Result{ExitCode: ex.code, Duration: d, OutputTail: out.tailString()}
 	out.mu.Lock()
 	out.parser.judge(&res)
 	out.mu.Unlock()
-	if waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay) {
-		res.OK, res.Error = false, "waiting for the agent failed: "+waitErr.Error()
+	// ErrWaitDelay: output still open 2s after the exit; what was read is judged as is.
+	if ex.err != nil && !errors.Is(ex.err, exec.ErrWaitDelay) {
+		res.OK, res.Error = false, "waiting for the agent failed: "+ex.err.Error()
 	}
-	reason.apply(ctx, spec, &res)
+	ex.reason.apply(ctx, spec, &res)
 	return res
+}
+
+// exit is how a run ended.
+type exit struct {
+	reason stopReason
+	code   int   // exit code, 128+signal when killed
+	err    error // waiting failed
 }
 
 // stopReason is why the runner stopped the agent; the zero value means it ended by itself.
@@ -93,12 +101,11 @@ func (r stopReason) apply(ctx context.Context, spec Spec, res *Result) {
 }
 
 // supervise waits for proc, stopping it when ctx ends or a watchdog fires.
-func supervise(ctx context.Context, spec Spec, proc *reaper.Process, out *sink) (stopReason, int, error) {
+func supervise(ctx context.Context, spec Spec, proc *reaper.Process, out *sink) exit {
 	done := make(chan struct{})
-	var code int
-	var err error
+	var ex exit
 	go func() {
-		code, err = proc.Wait()
+		ex.code, ex.err = proc.Wait()
 		close(done)
 	}()
 	reason := watch(ctx, spec, out, done)
@@ -106,7 +113,8 @@ func supervise(ctx context.Context, spec Spec, proc *reaper.Process, out *sink) 
 		stop(proc, spec.InterruptGrace, done)
 	}
 	<-done
-	return reason, code, err
+	ex.reason = reason
+	return ex
 }
 
 // watch blocks until the process is done (zero stopReason) or must be stopped.

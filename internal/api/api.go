@@ -12,11 +12,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
+	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 )
@@ -30,6 +34,8 @@ type Server struct {
 	LocalWorkers func() []broker.WorkerInfo
 	// Projects enables the /api/projects routes; optional.
 	Projects *project.Store
+	// InspectMail enables POST /api/mail/inspect (raw message in, the router's report out).
+	InspectMail func(ctx context.Context, env intake.Envelope, raw []byte) (*inbound.Report, error)
 }
 
 // Handler returns the API's routes.
@@ -41,6 +47,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /healthz", s.health)
 	s.projectRoutes(mux)
+	if s.InspectMail != nil {
+		mux.HandleFunc("POST /api/mail/inspect", s.inspectMail)
+	}
 	return mux
 }
 
@@ -141,4 +150,25 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// inspectMail reports what the mail router would decide about a raw message, acting on
+// nothing. Query parameters fill the SMTP envelope: ip, helo, mailfrom, rcpt.
+func (s *Server) inspectMail(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 30<<20))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	q := r.URL.Query()
+	env := intake.Envelope{RemoteIP: q.Get("ip"), Helo: q.Get("helo"), MailFrom: q.Get("mailfrom"), ReceivedAt: time.Now()}
+	if rcpt := q.Get("rcpt"); rcpt != "" {
+		env.Rcpt = []string{rcpt}
+	}
+	rep, err := s.InspectMail(r.Context(), env, raw)
+	if rep == nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprint(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }

@@ -107,26 +107,42 @@ func httpReader(t *testing.T, e *env, host string, pages int, seen *atomic.Int64
 	}
 }
 
-// fsReader resolves current once per snapshot and reads every page under it (guarantee 3).
+// fsReader resolves current once per snapshot and reads every page of that version
+// (guarantee 3).
 func fsReader(t *testing.T, e *env, site Site, pages int, pruned *atomic.Int64, done *atomic.Bool) {
 	link := layout{e.root}.current(site)
 	for !done.Load() {
-		dir, err := resolveLink(link)
+		target, err := resolveLink(link)
 		if err != nil {
 			t.Errorf("resolve current: %v", err)
 			return
 		}
-		want, _ := versionOf(dir)
-		for i := range pages {
-			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("p%02d/index.html", i)))
-			if errors.Is(err, fs.ErrNotExist) {
-				pruned.Add(1)
-				break
-			}
-			if err != nil || marker(string(b)) != want {
-				t.Errorf("snapshot v%d, page %d: %q, %v", want, i, b, err)
-				return
-			}
+		want, _ := versionOf(target)
+		if err := readSnapshot(target, pages, want); errors.Is(err, fs.ErrNotExist) {
+			pruned.Add(1)
+		} else if err != nil {
+			t.Error(err)
+			return
 		}
 	}
+}
+
+// readSnapshot reads every page of the version whose manifest is at manifestPath and checks
+// that each carries the marker of version want.
+func readSnapshot(manifestPath string, pages, want int) error {
+	m, err := readManifest(manifestPath)
+	if err != nil {
+		return err
+	}
+	for i := range pages {
+		e := m.Files[fmt.Sprintf("p%02d/index.html", i)]
+		b, err := os.ReadFile(filepath.Join(threadDirOf(manifestPath), blobsDir, e.SHA256))
+		if err != nil {
+			return err
+		}
+		if got := marker(string(b)); got != want {
+			return fmt.Errorf("snapshot v%d, page %d: from v%d", want, i, got)
+		}
+	}
+	return nil
 }

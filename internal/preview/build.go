@@ -12,89 +12,96 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
-// builder stores the files of one source tree in a thread's blob store and returns the
+// builder stores the files of a source tree in a thread's blob store and returns the
 // manifest of the new version. A blob is named by the sha256 of its content and never
-// changed once renamed into place.
+// changed once renamed into place, so a file already stored costs a hash and a stat.
 type builder struct {
-	src     source
-	srcRoot *os.Root // reads source files without leaving the tree
-	blobs   string   // the thread's blob store
-	donor   string   // another thread's blob store to hard-link from; "" for none
+	blobs string // the thread's blob store
+	donor string // another thread's blob store to hard-link from; "" for none
+
+	mu   sync.Mutex
+	done []placed
 }
 
 // placed is what happened to one file.
 type placed struct {
+	rel   string
 	entry entry
 	kept  bool // its blob was already stored (or linked in); nothing was written
 }
 
-// run stores every source file and returns the new manifest and counts (Deleted aside).
-func (b *builder) run(ctx context.Context) (manifest, Deployment, error) {
+// run stores every file of the tree at root; it returns the manifest and counts (Deleted
+// aside). On error, blobs already stored stay until the thread's next prune.
+func (b *builder) run(ctx context.Context, root string) (manifest, Deployment, error) {
 	if err := os.MkdirAll(b.blobs, 0o755); err != nil {
 		return manifest{}, Deployment{}, err
 	}
-	results := make([]placed, len(b.src.files))
-	err := forEach(ctx, len(results), func(i int) (err error) {
-		results[i], err = b.place(b.src.files[i])
-		return err
-	})
+	top, err := os.OpenRoot(root)
 	if err != nil {
 		return manifest{}, Deployment{}, err
 	}
-	m, dep := b.tally(results)
+	defer top.Close()
+	if err := walkTree(ctx, top, min(2*runtime.GOMAXPROCS(0), 16), b.place); err != nil {
+		return manifest{}, Deployment{}, err
+	}
+	m, dep := b.tally()
 	return m, dep, nil
 }
 
 // place hashes one source file and stores its content unless a blob already holds it.
-func (b *builder) place(rel string) (placed, error) {
-	sum, size, err := b.hashSource(rel)
+func (b *builder) place(f srcFile) error {
+	e, err := hashSource(f)
 	if err != nil {
-		return placed{}, err
+		return err
 	}
-	if hasBlob(b.blobs, sum, size) || b.linkFromDonor(sum, size) {
-		return placed{entry: entry{SHA256: sum, Size: size}, kept: true}, nil
+	kept := hasBlob(b.blobs, e) || b.linkFromDonor(e)
+	if !kept {
+		if e, err = b.store(f); err != nil {
+			return err
+		}
 	}
-	e, err := b.store(rel)
-	return placed{entry: e}, err
+	b.mu.Lock()
+	b.done = append(b.done, placed{rel: f.rel, entry: e, kept: kept})
+	b.mu.Unlock()
+	return nil
 }
 
-// hasBlob reports whether dir holds blob sum with the expected size. A wrong size (say, a
-// blob truncated by a crash) counts as missing, so the next deploy writes it again.
-func hasBlob(dir, sum string, size int64) bool {
-	fi, err := os.Lstat(filepath.Join(dir, sum))
-	return err == nil && fi.Mode().IsRegular() && fi.Size() == size
+// hasBlob reports whether dir holds the blob of e with the right size. A wrong size (say, a
+// blob truncated by a crash) counts as missing, so the deploy writes it again.
+func hasBlob(dir string, e entry) bool {
+	fi, err := os.Lstat(filepath.Join(dir, e.SHA256))
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == e.Size
 }
 
-// linkFromDonor hard-links blob sum from the donor store, if it has it.
-func (b *builder) linkFromDonor(sum string, size int64) bool {
-	if b.donor == "" || !hasBlob(b.donor, sum, size) {
+// linkFromDonor hard-links the blob of e from the donor store, if it has it.
+func (b *builder) linkFromDonor(e entry) bool {
+	if b.donor == "" || !hasBlob(b.donor, e) {
 		return false
 	}
-	err := os.Link(filepath.Join(b.donor, sum), filepath.Join(b.blobs, sum))
+	err := os.Link(filepath.Join(b.donor, e.SHA256), filepath.Join(b.blobs, e.SHA256))
 	return err == nil || errors.Is(err, fs.ErrExist)
 }
 
-// hashSource returns the sha256 (hex) and size of source file rel.
-func (b *builder) hashSource(rel string) (string, int64, error) {
-	f, err := b.openSource(rel)
+// hashSource returns the sha256 and size of a source file, reading it once.
+func hashSource(f srcFile) (entry, error) {
+	file, size, err := f.open()
 	if err != nil {
-		return "", 0, err
+		return entry{}, err
 	}
-	defer f.Close()
+	defer file.Close()
 	h := sha256.New()
-	n, err := copyBuffered(h, f)
+	n, err := copyBuffered(h, io.LimitReader(file, size)) // no extra read to find EOF
 	if err != nil {
-		return "", 0, fmt.Errorf("read %s: %w", rel, err)
+		return entry{}, fmt.Errorf("read %s: %w", f.rel, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return entry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
 }
 
-// store copies source file rel into a new blob, named by the hash of what was copied.
-func (b *builder) store(rel string) (entry, error) {
-	in, err := b.openSource(rel)
+// store copies a source file into a new blob, named by the hash of what was copied.
+func (b *builder) store(f srcFile) (entry, error) {
+	in, _, err := f.open()
 	if err != nil {
 		return entry{}, err
 	}
@@ -106,7 +113,7 @@ func (b *builder) store(rel string) (entry, error) {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return entry{}, fmt.Errorf("store %s: %w", rel, err)
+		return entry{}, fmt.Errorf("store %s: %w", f.rel, err)
 	}
 	return e, nil
 }
@@ -125,31 +132,18 @@ func writeHashed(path string, r io.Reader) (entry, error) {
 	return entry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, err
 }
 
-// openSource opens source file rel through the source root and checks it is a regular file.
-func (b *builder) openSource(rel string) (*os.File, error) {
-	f, err := b.srcRoot.Open(filepath.FromSlash(rel))
-	if err != nil {
-		return nil, fmt.Errorf("%w: open %s: %v", ErrUnsafeSource, rel, err)
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s is no longer a regular file", ErrUnsafeSource, rel)
-	}
-	return f, nil
-}
-
 // tally builds the manifest and counts from the placed files.
-func (b *builder) tally(results []placed) (manifest, Deployment) {
-	m := manifest{Files: make(map[string]entry, len(results))}
+func (b *builder) tally() (manifest, Deployment) {
+	m := manifest{Files: make(map[string]entry, len(b.done))}
 	var dep Deployment
-	for i, r := range results {
-		m.Files[b.src.files[i]] = r.entry
-		if r.kept {
+	for _, p := range b.done {
+		m.Files[p.rel] = p.entry
+		if p.kept {
 			dep.Unchanged++
 			continue
 		}
 		dep.Written++
-		dep.Bytes += r.entry.Size
+		dep.Bytes += p.entry.Size
 	}
 	return m, dep
 }
@@ -167,31 +161,3 @@ func copyBuffered(w io.Writer, r io.Reader) (int64, error) {
 // onlyReader and onlyWriter hide ReadFrom/WriteTo so io.CopyBuffer uses the pooled buffer.
 type onlyReader struct{ io.Reader }
 type onlyWriter struct{ io.Writer }
-
-// forEach calls fn(i) for every i in [0, n) on a few goroutines and returns the first error.
-// It returns ctx.Err() unwrapped if ctx ends first.
-func forEach(ctx context.Context, n int, fn func(i int) error) error {
-	inner, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	for range min(n, 2*runtime.GOMAXPROCS(0), 16) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n && inner.Err() == nil; i = int(next.Add(1) - 1) {
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return first
-}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,7 @@ func (c DirConfig) validate() error {
 type Dir struct {
 	cfg    DirConfig
 	layout layout
+	cache  *manifestCache
 
 	mu    sync.Mutex
 	locks map[string]chan struct{} // per thread and per project; never shrinks
@@ -81,12 +83,18 @@ func NewDir(cfg DirConfig) (*Dir, error) {
 	if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
 		return nil, fmt.Errorf("preview dir: %w", err)
 	}
-	return &Dir{cfg: cfg, layout: layout{root: cfg.Root}, locks: map[string]chan struct{}{}}, nil
+	return &Dir{
+		cfg:    cfg,
+		layout: layout{root: cfg.Root},
+		cache:  newManifestCache(64),
+		locks:  map[string]chan struct{}{},
+	}, nil
 }
 
-// Deploy implements Target. The new version is built next to the live one and switched in by
-// renaming a symlink, first the thread's, then the project's latest; each switch is atomic on
-// its own. Deploys of different threads build concurrently and switch one at a time.
+// Deploy implements Target. It stores the files not stored yet, writes the new version's
+// manifest and switches to it by renaming a symlink, first the thread's, then the project's
+// latest; each switch is atomic on its own. Deploys of different threads run concurrently
+// and switch one at a time.
 func (d *Dir) Deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
 	start := time.Now()
 	if err := site.Validate(); err != nil {
@@ -111,15 +119,12 @@ func (d *Dir) Deploy(ctx context.Context, site Site, dir string) (Deployment, er
 
 // deploy runs the steps of one deploy; the caller holds the thread's lock.
 func (d *Dir) deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
-	src, err := scanSource(ctx, dir)
+	m, dep, err := d.build(ctx, site, dir)
 	if err != nil {
 		return Deployment{}, err
 	}
-	n, err := d.nextVersion(site)
-	if err != nil {
-		return Deployment{}, err
-	}
-	dep, err := d.build(ctx, site, n, src)
+	dep.Deleted = countMissing(d.previous(ctx, site), m)
+	n, err := d.commit(site, m)
 	if err != nil {
 		return Deployment{}, err
 	}
@@ -130,6 +135,68 @@ func (d *Dir) deploy(ctx context.Context, site Site, dir string) (Deployment, er
 	dep.Version = strconv.Itoa(n)
 	dep.URLs = d.cfg.URLs(site)
 	return dep, nil
+}
+
+// build stores the files of the source directory dir in the thread's blob store, linking
+// what the project's latest version (if another thread's) already stored.
+func (d *Dir) build(ctx context.Context, site Site, dir string) (manifest, Deployment, error) {
+	root, err := sourceRoot(dir)
+	if err != nil {
+		return manifest{}, Deployment{}, err
+	}
+	b := builder{blobs: d.layout.blobs(site), donor: d.donor(site)}
+	return b.run(ctx, root)
+}
+
+// donor returns the blob store of the thread the project's latest shows, if not site's own.
+func (d *Dir) donor(site Site) string {
+	target, err := resolveLink(d.layout.latest(site.Project))
+	if err != nil || threadDirOf(target) == d.layout.thread(site) {
+		return ""
+	}
+	return filepath.Join(threadDirOf(target), blobsDir)
+}
+
+// previous returns the live manifest of site; empty if there is none or it is unreadable.
+func (d *Dir) previous(ctx context.Context, site Site) manifest {
+	target, err := resolveLink(d.layout.current(site))
+	if err == nil {
+		var m manifest
+		if m, err = d.cache.load(target); err == nil {
+			return m
+		}
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable live version", siteAttrs(site), slog.Any("error", err))
+	}
+	return manifest{}
+}
+
+// countMissing counts the files of prev absent from next.
+func countMissing(prev, next manifest) int {
+	n := 0
+	for p := range prev.Files {
+		if _, ok := next.Files[p]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// commit writes m as the next version of site and returns its number.
+func (d *Dir) commit(site Site, m manifest) (int, error) {
+	n, err := d.nextVersion(site)
+	if err != nil {
+		return 0, err
+	}
+	path := d.layout.manifest(site, n)
+	if err := m.write(path); err != nil {
+		return 0, err
+	}
+	if fi, err := os.Stat(path); err == nil {
+		d.cache.put(path, fi, m)
+	}
+	return n, nil
 }
 
 // nextVersion returns a version number above every one present, finished or not.
@@ -152,80 +219,17 @@ func (d *Dir) nextVersion(site Site) (int, error) {
 	return top + 1, nil
 }
 
-// build assembles version n in a staging directory, writes its manifest and renames it into
-// place. Nothing points at it yet; on failure it is removed.
-func (d *Dir) build(ctx context.Context, site Site, n int, src source) (dep Deployment, err error) {
-	staging, final, mpath := d.layout.staging(site, n), d.layout.version(site, n), d.layout.manifest(site, n)
-	defer func() {
-		if err != nil {
-			os.RemoveAll(staging)
-			os.Remove(mpath)
-		}
-	}()
-	b, err := d.newBuilder(ctx, site, src, staging)
-	if err != nil {
-		return Deployment{}, err
-	}
-	defer b.srcRoot.Close()
-	m, dep, err := b.run(ctx)
-	if err != nil {
-		return Deployment{}, err
-	}
-	if err := m.write(mpath); err != nil {
-		return Deployment{}, err
-	}
-	return dep, os.Rename(staging, final)
-}
-
-// newBuilder prepares a builder over src that reuses the live version of site.
-func (d *Dir) newBuilder(ctx context.Context, site Site, src source, staging string) (*builder, error) {
-	prevDir, prev := d.previous(ctx, site)
-	if err := os.Mkdir(staging, 0o755); err != nil {
-		return nil, err
-	}
-	root, err := os.OpenRoot(src.root)
-	if err != nil {
-		return nil, err
-	}
-	return &builder{src: src, srcRoot: root, prev: prev, prevDir: prevDir, byHash: prev.byHash(), dst: staging}, nil
-}
-
-// previous returns the live version of site and its manifest. With no live version, or an
-// unreadable manifest, it returns an empty manifest: every file is then written afresh.
-func (d *Dir) previous(ctx context.Context, site Site) (string, manifest) {
-	empty := manifest{Files: map[string]entry{}}
-	dir, err := resolveLink(d.layout.current(site))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", empty
-	}
-	n, ok := versionOf(dir)
-	if err != nil || !ok {
-		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable current version", siteAttrs(site), slog.Any("error", err))
-		return "", empty
-	}
-	m, err := readManifest(d.layout.manifest(site, n))
-	if err != nil {
-		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable manifest", siteAttrs(site), slog.Int("version", n), slog.Any("error", err))
-		return "", empty
-	}
-	return dir, m
-}
-
 // publish switches the thread's current and the project's latest to version n. Switches are
 // serialized per project so latest always ends on the last version published.
 func (d *Dir) publish(ctx context.Context, site Site, n int) (err error) {
-	defer func() {
-		if err != nil {
-			os.RemoveAll(d.layout.version(site, n))
-			os.Remove(d.layout.manifest(site, n))
-		}
-	}()
 	unlock, err := d.lock(ctx, "project "+site.Project)
 	if err != nil {
+		os.Remove(d.layout.manifest(site, n))
 		return err
 	}
 	defer unlock()
 	if err := swapLink(d.layout.current(site), currentTarget(n)); err != nil {
+		os.Remove(d.layout.manifest(site, n))
 		return err
 	}
 	if err := swapLink(d.layout.latest(site.Project), latestTarget(site, n)); err != nil {

@@ -2,6 +2,8 @@ package preview
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -61,7 +64,7 @@ func TestDeployIncremental(t *testing.T) {
 			t.Errorf("v2 %s%s = %d %q", host, page, r.status, r.body)
 		}
 	}
-	assertLinked(t, e, site, "blog/00/post-008/index.html", 1, 2)
+	assertBlobs(t, e, site, 1001) // v1's and v2's page 7, shared blobs for the rest
 
 	if err := os.RemoveAll(filepath.Join(src, "blog/00/post-009")); err != nil {
 		t.Fatal(err)
@@ -75,16 +78,58 @@ func TestDeployIncremental(t *testing.T) {
 			t.Errorf("deleted page on %s = %d %q, want 404", host, r.status, r.body)
 		}
 	}
+	assertBlobs(t, e, site, 1001) // v1 still holds the deleted page
 }
 
-// assertLinked checks that rel is the same file (hard link) in versions a and b of site.
-func assertLinked(t *testing.T, e *env, site Site, rel string, a, b int) {
+// assertBlobs checks how many blobs site's store holds.
+func assertBlobs(t *testing.T, e *env, site Site, want int) {
 	t.Helper()
-	l := layout{root: e.root}
-	fa, errA := os.Stat(filepath.Join(l.version(site, a), rel))
-	fb, errB := os.Stat(filepath.Join(l.version(site, b), rel))
-	if errA != nil || errB != nil || !os.SameFile(fa, fb) {
-		t.Errorf("%s not hard-linked between versions %d and %d (%v, %v)", rel, a, b, errA, errB)
+	if got := blobNames(t, e, site); len(got) != want {
+		t.Errorf("blob store of %s holds %d blobs, want %d", site, len(got), want)
+	}
+}
+
+func blobNames(t *testing.T, e *env, site Site) []string {
+	t.Helper()
+	return dirNames(t, layout{e.root}.blobs(site))
+}
+
+// dirNames lists a directory's entries by name.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, en := range entries {
+		names = append(names, en.Name())
+	}
+	return names
+}
+
+// hashOf returns the hex sha256 of s.
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestNewThreadLinksLatestBlobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	src := t.TempDir()
+	writeTree(t, src, thousandPages("v1"))
+	e.deploy(Site{"acme", "main"}, src)
+	dep := e.deploy(Site{"acme", "t2"}, src)
+	if dep.Written != 0 || dep.Unchanged != 1000 {
+		t.Fatalf("first deploy of a second thread = %+v, want everything linked from the first", dep)
+	}
+	l := layout{e.root}
+	name := hashOf("<h1>post 5</h1><p>v1</p>")
+	a, errA := os.Stat(filepath.Join(l.blobs(Site{"acme", "main"}), name))
+	b, errB := os.Stat(filepath.Join(l.blobs(Site{"acme", "t2"}), name))
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		t.Errorf("blob not hard-linked across threads (%v, %v)", errA, errB)
 	}
 }
 
@@ -115,7 +160,7 @@ func TestDeployRewritesDamagedFile(t *testing.T) {
 	writeTree(t, src, map[string]string{"index.html": "hello"})
 	e.deploy(site, src)
 	// Truncate the live copy behind the manifest's back (as a crash could).
-	if err := os.Truncate(filepath.Join(layout{e.root}.version(site, 1), "index.html"), 0); err != nil {
+	if err := os.Truncate(filepath.Join(layout{e.root}.blobs(site), hashOf("hello")), 0); err != nil {
 		t.Fatal(err)
 	}
 	if dep := e.deploy(site, src); dep.Written != 1 {
@@ -170,16 +215,13 @@ func TestPruneKeepsNewest(t *testing.T) {
 		writeTree(t, src, map[string]string{"index.html": strconv.Itoa(i)})
 		e.deploy(site, src)
 	}
-	entries, err := os.ReadDir(layout{e.root}.versions(site))
-	if err != nil {
-		t.Fatal(err)
+	if got, want := dirNames(t, layout{e.root}.versions(site)), []string{"4.json", "5.json"}; !slices.Equal(got, want) {
+		t.Errorf("versions/ = %q, want %q", got, want)
 	}
-	var names []string
-	for _, en := range entries {
-		names = append(names, en.Name())
-	}
-	if want := []string{"4", "4.json", "5", "5.json"}; !slices.Equal(names, want) {
-		t.Errorf("versions/ = %q, want %q", names, want)
+	want := []string{hashOf("3"), hashOf("4")}
+	slices.Sort(want)
+	if got := blobNames(t, e, site); !slices.Equal(got, want) {
+		t.Errorf("blobs/ = %q, want the blobs of versions 4 and 5 only", got)
 	}
 }
 
@@ -188,12 +230,13 @@ func TestPruneSparesPinnedVersions(t *testing.T) {
 	e := setup(t, DirConfig{Keep: 2})
 	site := Site{"acme", "t1"}
 	l := layout{e.root}
+	files := map[string]string{"blobs/new.x.tmp": "", "versions/6.json.x.tmp": ""}
 	for n := 1; n <= 5; n++ {
-		if err := os.MkdirAll(l.version(site, n), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		content := strconv.Itoa(n)
+		files["blobs/"+hashOf(content)] = content
+		files["versions/"+content+".json"] = fmt.Sprintf(`{"files":{"index.html":{"sha256":%q,"size":1}}}`, hashOf(content))
 	}
-	writeTree(t, l.versions(site), map[string]string{"2.json": "{}", "6.tmp/x": "", "3.json.tmp": ""})
+	writeTree(t, l.thread(site), files)
 	if err := swapLink(l.current(site), currentTarget(5)); err != nil {
 		t.Fatal(err)
 	}
@@ -201,13 +244,13 @@ func TestPruneSparesPinnedVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.dir.prune(context.Background(), site)
-	entries, _ := os.ReadDir(l.versions(site))
-	var names []string
-	for _, en := range entries {
-		names = append(names, en.Name())
+	if got, want := dirNames(t, l.versions(site)), []string{"1.json", "4.json", "5.json"}; !slices.Equal(got, want) {
+		t.Errorf("versions/ after prune = %q, want %q (newest 2 and the one latest points at)", got, want)
 	}
-	if want := []string{"1", "4", "5"}; !slices.Equal(names, want) {
-		t.Errorf("versions/ after prune = %q, want %q (newest 2 and the one latest points at)", names, want)
+	want := []string{hashOf("1"), hashOf("4"), hashOf("5")}
+	slices.Sort(want)
+	if got := blobNames(t, e, site); !slices.Equal(got, want) {
+		t.Errorf("blobs/ after prune = %q, want %q", got, want)
 	}
 }
 
@@ -298,6 +341,7 @@ func TestConcurrentDeploysOfOneSite(t *testing.T) {
 	const n = 8
 	var wg sync.WaitGroup
 	versions := make([]string, n)
+	var unchanged atomic.Int64
 	for i := range n {
 		src := t.TempDir()
 		writeTree(t, src, map[string]string{"index.html": strconv.Itoa(i), "same.html": "same"})
@@ -307,6 +351,7 @@ func TestConcurrentDeploysOfOneSite(t *testing.T) {
 				t.Error(err)
 			}
 			versions[i] = dep.Version
+			unchanged.Add(int64(dep.Unchanged))
 		})
 	}
 	wg.Wait()
@@ -316,8 +361,8 @@ func TestConcurrentDeploysOfOneSite(t *testing.T) {
 			t.Fatalf("versions = %q, want 1..%d once each", versions, n)
 		}
 	}
-	// Serialized deploys chain their manifests: every later one linked same.html.
-	for v := 2; v <= n; v++ {
-		assertLinked(t, e, site, "same.html", 1, v)
+	// Serialized deploys each see the previous one's blobs: same.html is written once.
+	if got := unchanged.Load(); got != n-1 {
+		t.Errorf("same.html kept %d times, want %d", got, n-1)
 	}
 }

@@ -2,6 +2,9 @@ package preview
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,25 +13,33 @@ import (
 	"strings"
 )
 
-// prune deletes the versions of site beyond the newest Keep that no symlink points at, with
-// their manifests and any leftovers of interrupted deploys. The caller holds the thread's
-// lock. Failures are logged, not returned: the deploy itself has succeeded.
+// prune deletes the manifests of site beyond the newest Keep that no symlink points at, then
+// every blob that no remaining manifest names, and leftovers of interrupted deploys. The
+// caller holds the thread's lock. Failures are logged, not returned: the deploy has succeeded.
 func (d *Dir) prune(ctx context.Context, site Site) {
+	keep, err := d.pruneManifests(site)
+	if err == nil {
+		err = d.collectBlobs(site, keep)
+	}
+	if err != nil {
+		d.cfg.Logger.WarnContext(ctx, "preview: prune failed", siteAttrs(site), slog.Any("error", err))
+	}
+}
+
+// pruneManifests deletes the manifests not kept and returns the kept version numbers.
+func (d *Dir) pruneManifests(site Site) (map[int]bool, error) {
 	dir := d.layout.versions(site)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		d.cfg.Logger.WarnContext(ctx, "preview: prune failed", siteAttrs(site), slog.Any("error", err))
-		return
+		return nil, err
 	}
 	keep := d.keepSet(site, entries)
 	for _, e := range entries {
-		if !prunable(e.Name(), keep) {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			d.cfg.Logger.WarnContext(ctx, "preview: prune failed", siteAttrs(site), slog.Any("error", err))
+		if prunable(e.Name(), keep) {
+			err = errors.Join(err, os.Remove(filepath.Join(dir, e.Name())))
 		}
 	}
+	return keep, err
 }
 
 // keepSet returns the version numbers to keep: the newest Keep and any that the thread's
@@ -36,7 +47,7 @@ func (d *Dir) prune(ctx context.Context, site Site) {
 func (d *Dir) keepSet(site Site, entries []os.DirEntry) map[int]bool {
 	var versions []int
 	for _, e := range entries {
-		if n, err := strconv.Atoi(e.Name()); err == nil && e.IsDir() {
+		if n, ok := versionOf(e.Name()); ok && strings.HasSuffix(e.Name(), manifestExt) {
 			versions = append(versions, n)
 		}
 	}
@@ -62,13 +73,47 @@ func (d *Dir) pinned(site Site, link string) (int, bool) {
 	return versionOf(target)
 }
 
-// prunable reports whether a versions/ entry may go: a staging leftover (<n>.tmp,
-// <n>.json.tmp), or a version directory or manifest whose number is not kept.
+// prunable reports whether a versions/ entry may go: a leftover temporary file, or a
+// manifest whose number is not kept.
 func prunable(name string, keep map[int]bool) bool {
-	if strings.HasSuffix(name, stagingExt) {
+	if strings.HasSuffix(name, tmpExt) {
 		return true
 	}
 	prefix, _, _ := strings.Cut(name, ".")
 	n, err := strconv.Atoi(prefix)
 	return err == nil && !keep[n]
+}
+
+// collectBlobs deletes the blobs of site that no kept manifest names.
+func (d *Dir) collectBlobs(site Site, keep map[int]bool) error {
+	live, err := d.liveBlobs(site, keep)
+	if err != nil {
+		return fmt.Errorf("not collecting blobs: %w", err)
+	}
+	dir := d.layout.blobs(site)
+	entries, err := os.ReadDir(dir)
+	for _, e := range entries {
+		if !live[e.Name()] {
+			err = errors.Join(err, os.Remove(filepath.Join(dir, e.Name())))
+		}
+	}
+	return err
+}
+
+// liveBlobs returns the hashes the kept manifests name.
+func (d *Dir) liveBlobs(site Site, keep map[int]bool) (map[string]bool, error) {
+	live := map[string]bool{}
+	for n := range keep {
+		m, err := d.cache.load(d.layout.manifest(site, n))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range m.Files {
+			live[e.SHA256] = true
+		}
+	}
+	return live, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -47,6 +49,7 @@ func (c ServerConfig) validate() error {
 type Server struct {
 	cfg    ServerConfig
 	layout layout
+	cache  *manifestCache
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -57,7 +60,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, layout: layout{root: cfg.Root}}, nil
+	return &Server{cfg: cfg, layout: layout{root: cfg.Root}, cache: newManifestCache(64)}, nil
 }
 
 // ServeHTTP resolves the preview named by r.Host to one version, once, and serves r.URL.Path
@@ -132,12 +135,12 @@ func cmpOr(s, fallback string) string {
 }
 
 // serve resolves the preview's live version once and serves the request from it. If the
-// version is pruned before the file is opened (a request spanning several deploys), it
+// version is pruned before its file is opened (a request spanning several deploys), it
 // resolves again: a response still comes from one version.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, p preview) {
 	link := s.link(p)
 	for range 3 {
-		dir, err := resolveLink(link)
+		target, err := resolveLink(link)
 		if errors.Is(err, fs.ErrNotExist) {
 			http.Error(w, p.missing(), http.StatusNotFound)
 			return
@@ -146,11 +149,49 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p preview) {
 			s.fail(w, r, err)
 			return
 		}
-		if s.serveVersion(w, r, link, dir) {
+		if s.serveVersion(w, r, link, target) {
 			return
 		}
 	}
 	http.Error(w, "the preview changed too often to serve this request; reload\n", http.StatusServiceUnavailable)
+}
+
+// serveVersion serves r from the version whose manifest link pointed at. It returns false,
+// having written nothing, when that version has been pruned since.
+func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, link, manifestPath string) bool {
+	v, err := s.open(manifestPath)
+	if err == nil {
+		defer v.blobs.Close()
+		err = v.serve(w, r)
+	}
+	if err == nil {
+		return true
+	}
+	if s.moved(link, manifestPath) {
+		return false
+	}
+	s.fail(w, r, err)
+	return true
+}
+
+// open loads a version: its manifest (cached) and its thread's blob store.
+func (s *Server) open(manifestPath string) (version, error) {
+	m, err := s.cache.load(manifestPath)
+	if err != nil {
+		return version{}, err
+	}
+	blobs, err := os.OpenRoot(filepath.Join(threadDirOf(manifestPath), blobsDir))
+	if err != nil {
+		return version{}, err
+	}
+	n, _ := versionOf(manifestPath)
+	return version{man: m, blobs: blobs, thread: filepath.Base(threadDirOf(manifestPath)), id: strconv.Itoa(n)}, nil
+}
+
+// moved reports whether link no longer points at target.
+func (s *Server) moved(link, target string) bool {
+	now, err := resolveLink(link)
+	return err != nil || now != target
 }
 
 // fail answers 500 for an unexpected error and logs it.
@@ -158,33 +199,4 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.cfg.Logger.WarnContext(r.Context(), "preview: serve failed", slog.String("host", r.Host),
 		slog.String("path", r.URL.Path), slog.Any("error", err))
 	http.Error(w, "preview unavailable\n", http.StatusInternalServerError)
-}
-
-// serveVersion serves r from version directory dir, which link pointed at. It returns false,
-// having written nothing, when a file is missing because link has moved on since.
-func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, link, dir string) bool {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		if s.moved(link, dir) {
-			return false
-		}
-		s.fail(w, r, err)
-		return true
-	}
-	defer root.Close()
-	v := version{root: root, dir: dir}
-	if v.serve(w, r) {
-		return true
-	}
-	if s.moved(link, dir) {
-		return false
-	}
-	v.notFound(w, r)
-	return true
-}
-
-// moved reports whether link no longer points at dir.
-func (s *Server) moved(link, dir string) bool {
-	now, err := resolveLink(link)
-	return err != nil || now != dir
 }

@@ -1,7 +1,6 @@
 package preview
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -9,85 +8,62 @@ import (
 	"unicode/utf8"
 )
 
-// source is a scanned build output: what a version must contain. Paths are slash-separated
-// and relative to root; files are read through an os.Root on root, so a file swapped for an
-// escaping symlink after the scan still cannot be read.
-type source struct {
-	root  string   // the tree's real path (symlinks resolved)
-	dirs  []string // parents before children, without "."
-	files []string // regular files, and symlinks to regular files inside the tree
-}
+// The source is a build output directory. Its files are published by their slash-separated
+// path relative to its root; directories are implied by the files in them (an empty
+// directory serves nothing either way). A symlink to a regular file inside the tree is
+// published as a copy of its target; anything else unusual fails with ErrUnsafeSource.
 
-// scanSource walks dir and lists what to publish. Symlinks to regular files inside the tree
-// are published as copies of their target; anything else unusual fails with ErrUnsafeSource.
-func scanSource(ctx context.Context, dir string) (source, error) {
+// sourceRoot returns the real path (symlinks resolved) of the directory dir.
+func sourceRoot(dir string) (string, error) {
 	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return source{}, fmt.Errorf("read source %s: %w", dir, err)
+		return "", fmt.Errorf("read source %s: %w", dir, err)
 	}
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
-		return source{}, fmt.Errorf("read source %s: not a directory; pass the build output directory", dir)
+		return "", fmt.Errorf("read source %s: not a directory; pass the build output directory", dir)
 	}
-	src := source{root: root}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return src.add(path, d)
-	})
-	if err != nil && ctx.Err() != nil {
-		return source{}, ctx.Err()
-	}
-	if err != nil {
-		return source{}, fmt.Errorf("scan source %s: %w", dir, err)
-	}
-	return src, nil
+	return root, nil
 }
 
-// add records one walked entry.
-func (s *source) add(path string, d fs.DirEntry) error {
-	rel, err := filepath.Rel(s.root, path)
-	if err != nil {
-		return err
-	}
+// entryKind is what the walk does with a directory entry.
+type entryKind int
+
+const (
+	kindFile entryKind = iota // a regular file
+	kindLink                  // a symlink to a regular file inside the tree
+	kindDir                   // a directory to descend into
+)
+
+// classify decides what to do with the entry at slash path rel of the tree at root, or
+// fails with ErrUnsafeSource for an entry it will not publish.
+func classify(root, rel string, e fs.DirEntry) (entryKind, error) {
 	if !utf8.ValidString(rel) {
-		return fmt.Errorf("%w: %q: file name is not valid UTF-8; rename it", ErrUnsafeSource, rel)
+		return 0, fmt.Errorf("%w: %q: file name is not valid UTF-8; rename it", ErrUnsafeSource, rel)
 	}
-	rel = filepath.ToSlash(rel)
-	switch t := d.Type(); {
+	switch t := e.Type(); {
 	case t.IsDir():
-		if rel != "." {
-			s.dirs = append(s.dirs, rel)
-		}
+		return kindDir, nil
 	case t.IsRegular():
-		s.files = append(s.files, rel)
+		return kindFile, nil
 	case t&fs.ModeSymlink != 0:
-		return s.addLink(path, rel)
+		return kindLink, checkLink(root, rel)
 	default:
-		return fmt.Errorf("%w: %s is a %v, not a regular file; remove it from the build output", ErrUnsafeSource, rel, t)
+		return 0, fmt.Errorf("%w: %s is a %v, not a regular file; remove it from the build output", ErrUnsafeSource, rel, t)
 	}
-	return nil
 }
 
-// addLink records a symlink that resolves to a regular file inside root.
-func (s *source) addLink(path, rel string) error {
-	target, err := filepath.EvalSymlinks(path)
+// checkLink accepts a symlink that resolves to a regular file inside root. (The file is
+// then read through an os.Root, so a link changed after this check still cannot escape.)
+func checkLink(root, rel string) error {
+	target, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
 		return fmt.Errorf("%w: symlink %s does not resolve: %v", ErrUnsafeSource, rel, err)
 	}
-	if in, err := filepath.Rel(s.root, target); err != nil || !filepath.IsLocal(in) {
+	if in, err := filepath.Rel(root, target); err != nil || !filepath.IsLocal(in) {
 		return fmt.Errorf("%w: symlink %s points outside the source tree (to %s); copy the file in instead", ErrUnsafeSource, rel, target)
 	}
-	fi, err := os.Stat(target)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(target); err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: symlink %s points at a directory or special file; copy it in instead", ErrUnsafeSource, rel)
 	}
-	s.files = append(s.files, rel)
 	return nil
 }

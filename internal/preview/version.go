@@ -7,31 +7,31 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// version serves requests from one resolved version directory. Every open goes through root,
-// so neither ".." nor a symlink can lead outside it.
+// version serves requests from one resolved version: a URL path is looked up in the
+// manifest (never on disk), and only blobs, named by hash, are opened, through an os.Root.
 type version struct {
-	root *os.Root
-	dir  string // .../threads/<thread>/versions/<n>, for the response headers
+	man    manifest
+	blobs  *os.Root
+	thread string // for the response headers
+	id     string
 }
 
-// serve writes the page r asks for, or a redirect to its directory form. It returns false,
-// having written nothing, when there is no such page.
-func (v version) serve(w http.ResponseWriter, r *http.Request) bool {
-	name, ok := v.find(r.URL.Path)
-	if !ok {
-		if v.isFile(path.Join(cleanRel(r.URL.Path), "index.html")) {
-			http.Redirect(w, r, redirectTarget(r), http.StatusFound)
-			return true
-		}
-		return false
+// serve answers r: the page, a redirect to its directory form, or 404. An error means a
+// blob could not be read and nothing was written.
+func (v version) serve(w http.ResponseWriter, r *http.Request) error {
+	if name, ok := v.find(r.URL.Path); ok {
+		return v.serveFile(w, r, name, http.StatusOK)
 	}
-	return v.serveFile(w, r, name, http.StatusOK)
+	if !strings.HasSuffix(r.URL.Path, "/") && v.has(path.Join(cleanRel(r.URL.Path), "index.html")) {
+		http.Redirect(w, r, redirectTarget(r), http.StatusFound)
+		return nil
+	}
+	return v.notFound(w, r)
 }
 
 // find maps a URL path onto a file, Astro-style: "/a/" is a/index.html; "/a" is the file a,
@@ -40,18 +40,23 @@ func (v version) find(urlPath string) (name string, ok bool) {
 	rel := cleanRel(urlPath)
 	if strings.HasSuffix(urlPath, "/") {
 		name = path.Join(rel, "index.html")
-		return name, v.isFile(name)
+		return name, v.has(name)
 	}
 	for _, name := range []string{rel, rel + ".html"} {
-		if v.isFile(name) {
+		if v.has(name) {
 			return name, true
 		}
 	}
 	return "", false
 }
 
-// cleanRel turns a URL path into a slash-separated path relative to the version root; any
-// ".." is resolved against "/" first, so it cannot climb out.
+func (v version) has(name string) bool {
+	_, ok := v.man.Files[name]
+	return ok
+}
+
+// cleanRel turns a URL path into a slash-separated path relative to the site root; any ".."
+// is resolved against "/" first, so it cannot climb out.
 func cleanRel(urlPath string) string {
 	rel := strings.TrimPrefix(path.Clean("/"+urlPath), "/")
 	if rel == "" {
@@ -69,57 +74,49 @@ func redirectTarget(r *http.Request) string {
 	return target
 }
 
-// isFile reports whether name is a regular file in the version.
-func (v version) isFile(name string) bool {
-	fi, err := v.root.Stat(filepath.FromSlash(name))
-	return err == nil && fi.Mode().IsRegular()
-}
-
-// serveFile writes file name with status. It returns false, having written nothing, if the
-// file cannot be opened (the version was pruned meanwhile).
-func (v version) serveFile(w http.ResponseWriter, r *http.Request, name string, status int) bool {
-	f, err := v.root.Open(filepath.FromSlash(name))
+// serveFile writes the file name of the manifest with status.
+func (v version) serveFile(w http.ResponseWriter, r *http.Request, name string, status int) error {
+	e := v.man.Files[name]
+	f, err := v.blobs.Open(e.SHA256)
 	if err != nil {
-		return false
+		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
+		return fmt.Errorf("blob %s of %s is damaged", e.SHA256, name)
 	}
-	v.setHeaders(w, name, fi)
+	v.setHeaders(w, name, e)
 	if status == http.StatusOK {
 		http.ServeContent(w, r, name, time.Time{}, f)
-		return true
+		return nil
 	}
-	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w.Header().Set("Content-Length", strconv.FormatInt(e.Size, 10))
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		io.Copy(w, f)
 	}
-	return true
+	return nil
 }
 
-// setHeaders sets the type, a validator and which version answered. Files are never changed
-// in place (a changed file is a new inode with a new mtime; an unchanged one is hard-linked
-// and keeps its mtime), so size and mtime identify the content.
-func (v version) setHeaders(w http.ResponseWriter, name string, fi os.FileInfo) {
+// setHeaders sets the type, the content hash as ETag, and which version answered.
+func (v version) setHeaders(w http.ResponseWriter, name string, e entry) {
 	h := w.Header()
 	if ct := contentType(name); ct != "" {
 		h.Set("Content-Type", ct)
 	}
-	h.Set("ETag", fmt.Sprintf(`"%x-%x"`, fi.Size(), fi.ModTime().UnixNano()))
+	h.Set("ETag", `"`+e.SHA256+`"`)
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Preview-Thread", threadOf(v.dir))
-	h.Set("X-Preview-Version", filepath.Base(v.dir))
+	h.Set("X-Preview-Thread", v.thread)
+	h.Set("X-Preview-Version", v.id)
 }
 
 // notFound answers 404 with the site's own 404.html if it has one.
-func (v version) notFound(w http.ResponseWriter, r *http.Request) {
-	if v.isFile("404.html") && v.serveFile(w, r, "404.html", http.StatusNotFound) {
-		return
+func (v version) notFound(w http.ResponseWriter, r *http.Request) error {
+	if v.has("404.html") {
+		return v.serveFile(w, r, "404.html", http.StatusNotFound)
 	}
 	http.Error(w, fmt.Sprintf("no page %s in this preview (and no 404.html)\n", r.URL.Path), http.StatusNotFound)
+	return nil
 }
 
 // webTypes fixes the types of common web files, whatever the system's mime tables say.

@@ -39,8 +39,13 @@ type Project struct {
 	// a negative value means none.
 	RepairTurns int `json:"repairTurns"`
 	// Senders maps a sender address to the user id it acts as.
-	Senders   map[string]string `json:"senders,omitempty"`
-	CreatedAt time.Time         `json:"createdAt"`
+	Senders map[string]string `json:"senders,omitempty"`
+	// MailAuth is the sender authentication required: aligned (DKIM or SPF aligned with From,
+	// the default), dkim (an aligned DKIM signature), or none (trusted setups only).
+	MailAuth string `json:"mailAuth"`
+	// Acknowledge sends a "received" reply with the job's link when an email is accepted.
+	Acknowledge bool      `json:"acknowledge,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
 }
 
 // AgentSpec is a project's agent choice and limits (see package agent).
@@ -74,6 +79,9 @@ func (p Project) WithDefaults() Project {
 	if p.RepairTurns == 0 {
 		p.RepairTurns = 1
 	}
+	if p.MailAuth == "" {
+		p.MailAuth = "aligned"
+	}
 	return p
 }
 
@@ -96,6 +104,11 @@ func (p Project) Validate() error {
 	}
 	if p.InterruptPolicy != "interrupt" && p.InterruptPolicy != "queue" {
 		return fmt.Errorf("interrupt policy %q: use interrupt or queue", p.InterruptPolicy)
+	}
+	switch p.MailAuth {
+	case "aligned", "dkim", "none":
+	default:
+		return fmt.Errorf("mail auth %q: use aligned, dkim or none", p.MailAuth)
 	}
 	if strings.Contains(p.AttachmentsDir, "..") || strings.HasPrefix(p.AttachmentsDir, "/") {
 		return fmt.Errorf("attachments dir %q must be a relative path inside the repository", p.AttachmentsDir)

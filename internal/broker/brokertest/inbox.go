@@ -169,11 +169,12 @@ func testRedeliveryAfterAckWait(t *testing.T, h Harness) {
 func testExtendHoldsDelivery(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
 	jobs := publishN(t, ctx, b.Inbox, tenantA, 2)
-	q := openQueue(t, ctx, b.Inbox, tenantA, shortAckWait)
+	ackWait := 2 * shortAckWait // room for a loaded machine between extensions
+	q := openQueue(t, ctx, b.Inbox, tenantA, ackWait)
 	d := expectNext(t, ctx, q, jobs[0], 1)
-	for end := time.Now().Add(3 * shortAckWait); time.Now().Before(end); {
+	for end := time.Now().Add(3 * ackWait); time.Now().Before(end); {
 		fatalIfErr(t, d.Extend(ctx), "extend")
-		expectNothingWithin(t, ctx, q, shortAckWait/4)
+		expectNothingWithin(t, ctx, q, ackWait/4)
 	}
 	ack(t, ctx, d)
 	ack(t, ctx, expectNext(t, ctx, q, jobs[1], 1))

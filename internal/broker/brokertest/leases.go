@@ -199,8 +199,10 @@ func testLeaseGetAndList(t *testing.T, h Harness) {
 // nobody else can take it meanwhile.
 func testRenewKeepsAlive(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
-	l := mustAcquire(t, ctx, b.Leases, tenantA, "worker-1", h.MinLeaseTTL)
-	l = renewFor(t, ctx, b.Leases, l, 3*h.MinLeaseTTL)
+	// Twice the minimum ttl: a renewal every third of it still has room on a loaded machine.
+	ttl := 2 * h.MinLeaseTTL
+	l := mustAcquire(t, ctx, b.Leases, tenantA, "worker-1", ttl)
+	l = renewFor(t, ctx, b.Leases, l, 3*ttl)
 	expectHolder(t, ctx, b.Leases, l)
 	_, err := b.Leases.Acquire(ctx, tenantA, "worker-2", longTTL)
 	expectErr(t, err, broker.ErrLeaseHeld, "acquire a lease kept alive by renewals")

@@ -1,0 +1,76 @@
+package inbound
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/mail/message"
+)
+
+// loopVerdict says why a message must not be answered or run, or "" when it may.
+func loopVerdict(m *message.Message, ourLocal string, ourDomains []string) string {
+	if v := strings.ToLower(strings.TrimSpace(m.Header("Auto-Submitted"))); v != "" && v != "no" {
+		return "Auto-Submitted: " + v + " (an automatic message)"
+	}
+	switch p := strings.ToLower(strings.TrimSpace(m.Header("Precedence"))); p {
+	case "bulk", "list", "junk":
+		return "Precedence: " + p
+	}
+	if m.Header("List-Id") != "" {
+		return "a mailing list message (List-Id)"
+	}
+	from := strings.ToLower(m.From.Addr)
+	local, _, _ := strings.Cut(from, "@")
+	switch strings.TrimSuffix(local, "+") {
+	case "mailer-daemon", "postmaster", "noreply", "no-reply", "donotreply", "do-not-reply", "bounce", "bounces":
+		return "sender " + from + " is an automatic address"
+	}
+	base, _, _ := strings.Cut(local, "+")
+	for _, d := range ourDomains {
+		if strings.HasSuffix(from, "@"+d) && base == ourLocal {
+			return "sender is our own address"
+		}
+	}
+	return ""
+}
+
+// limiter is a fixed-window counter per key.
+type limiter struct {
+	mu     sync.Mutex
+	max    int
+	window time.Duration
+	counts map[string]*window
+}
+
+type window struct {
+	start    time.Time
+	n        int
+	notified bool
+}
+
+func newLimiter(max int, per time.Duration) *limiter {
+	return &limiter{max: max, window: per, counts: map[string]*window{}}
+}
+
+// allow counts one event for key; it reports whether it is within the limit, and whether
+// this is the first refusal of the window (the one worth telling the sender about).
+func (l *limiter) allow(key string, now time.Time) (ok, firstRefusal bool) {
+	if l == nil || l.max <= 0 {
+		return true, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.counts[key]
+	if w == nil || now.Sub(w.start) >= l.window {
+		w = &window{start: now}
+		l.counts[key] = w
+	}
+	w.n++
+	if w.n <= l.max {
+		return true, false
+	}
+	first := !w.notified
+	w.notified = true
+	return false, first
+}

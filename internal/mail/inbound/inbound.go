@@ -1,0 +1,281 @@
+// Package inbound turns an accepted email into a decision — run, ignore or refuse — and acts
+// on it: it parses the message, extracts the new text of a reply, resolves the tenant and
+// thread (reply token, then In-Reply-To/References, then the sender's address in the project
+// table), authenticates the sender (DKIM/SPF/DMARC or a trusted relay's
+// Authentication-Results), applies loop and rate guards, and submits the instruction to the
+// router. It also turns job results into threaded replies. Unauthenticated or unknown senders
+// never reach an agent, and no reply ever goes to an unverified address.
+package inbound
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/mail/auth"
+	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/message"
+	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/mail/reply"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// Config configures the mail router.
+type Config struct {
+	// Domains we receive for; the first is used in our addresses. Required.
+	Domains []string
+	// Local is the local part of our address (Local@Domains[0]). Default "edit".
+	Local string
+	// Secret signs reply tokens. Required (keep it stable across restarts).
+	Secret []byte
+	// Auth says how senders are authenticated (DNS or a trusted relay).
+	Auth     auth.Config
+	Projects *project.Store
+	Threads  *project.Threads
+	// Mail is a table for Message-ID de-duplication and the Message-ID → thread index.
+	Mail   broker.Table
+	Jobs   broker.Jobs
+	Router *router.Router
+	// Outbox sends replies; nil means no replies (inspection only).
+	Outbox *outbox.Outbox
+	// PerSender and PerTenant bound instructions per hour. Defaults 30 and 60.
+	PerSender, PerTenant int
+	// JobURL, when set, links a job in replies.
+	JobURL func(jobID string) string
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Local == "" {
+		c.Local = "edit"
+	}
+	if c.PerSender == 0 {
+		c.PerSender = 30
+	}
+	if c.PerTenant == 0 {
+		c.PerTenant = 60
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	for i, d := range c.Domains {
+		c.Domains[i] = strings.ToLower(d)
+	}
+	return c
+}
+
+// Inbound is the mail router. Safe for concurrent use.
+type Inbound struct {
+	cfg       Config
+	tokens    Tokens
+	perSender *limiter
+	perTenant *limiter
+}
+
+// New validates cfg.
+func New(cfg Config) (*Inbound, error) {
+	cfg = cfg.withDefaults()
+	switch {
+	case len(cfg.Domains) == 0:
+		return nil, errors.New("inbound: no mail domain (set --mail-domain)")
+	case len(cfg.Secret) < 16:
+		return nil, errors.New("inbound: the reply-token secret must be at least 16 bytes (set --mail-secret or let serve create one in the data directory)")
+	case cfg.Projects == nil || cfg.Threads == nil || cfg.Mail == nil:
+		return nil, errors.New("inbound: project, thread and mail tables are required")
+	}
+	return &Inbound{cfg: cfg, tokens: Tokens{secret: cfg.Secret},
+		perSender: newLimiter(cfg.PerSender, time.Hour), perTenant: newLimiter(cfg.PerTenant, time.Hour)}, nil
+}
+
+// Address is our address for new conversations.
+func (in *Inbound) Address() string { return in.cfg.Local + "@" + in.cfg.Domains[0] }
+
+// Report is everything the router decided about one message, as `mail inspect` prints it.
+type Report struct {
+	From        string        `json:"from"`
+	To          []string      `json:"to"`
+	Subject     string        `json:"subject"`
+	MessageID   string        `json:"messageId"`
+	Thread      Resolution    `json:"thread"`
+	Instruction string        `json:"instruction"`
+	Forwarded   bool          `json:"forwarded,omitempty"`
+	Attachments []AttachInfo  `json:"attachments"`
+	Auth        *auth.Verdict `json:"auth,omitempty"`
+	Loop        string        `json:"loop,omitempty"`
+	Problems    []string      `json:"problems,omitempty"`
+	Decision    Decision      `json:"decision"`
+	JobID       string        `json:"jobId,omitempty"`
+	msg         *message.Message
+	raw         []byte
+	proj        project.Project
+}
+
+// Resolution is how the tenant and thread were found.
+type Resolution struct {
+	By      string `json:"by,omitempty"` // token, in-reply-to, sender
+	Project string `json:"project,omitempty"`
+	User    string `json:"user,omitempty"`
+	Thread  string `json:"thread,omitempty"`
+	New     bool   `json:"new,omitempty"`
+}
+
+// AttachInfo describes an attachment.
+type AttachInfo struct {
+	Name        string `json:"name"`
+	ContentType string `json:"contentType"`
+	Size        int    `json:"size"`
+}
+
+// Decision is what happens to the message.
+type Decision struct {
+	Action string `json:"action"` // run, ignore, refuse
+	Reason string `json:"reason"`
+	// Reply says whether the sender is told (only verified senders ever are).
+	Reply bool `json:"reply"`
+}
+
+// Inspect decides about raw without acting (no job, no reply, no rate counting).
+func (in *Inbound) Inspect(ctx context.Context, env intake.Envelope, raw []byte) (*Report, error) {
+	r, err := in.read(raw)
+	if err != nil {
+		return r, err
+	}
+	if err := in.decide(ctx, env, r, false); err != nil {
+		r.Decision = Decision{Action: "retry", Reason: err.Error()}
+	}
+	return r, nil
+}
+
+// Handle decides about one accepted message and acts: submit, refuse (with a reply to a
+// verified sender) or ignore. It is idempotent for the same spooled message. An error means
+// "try again later" (a temporary failure).
+func (in *Inbound) Handle(ctx context.Context, env intake.Envelope, raw []byte) error {
+	_, err := in.Process(ctx, env, raw)
+	return err
+}
+
+// Process is Handle, also returning the report of what was decided and done.
+func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte) (*Report, error) {
+	r, err := in.read(raw)
+	if err != nil {
+		in.cfg.Logger.WarnContext(ctx, "unreadable mail ignored", slog.Any("err", err))
+		return r, nil
+	}
+	if dup, err := in.seen(ctx, r.MessageID); err != nil || dup {
+		if dup {
+			r.Decision = Decision{Action: "ignore", Reason: "duplicate Message-ID: already handled"}
+		}
+		return r, err
+	}
+	if err := in.decide(ctx, env, r, true); err != nil {
+		return r, err // temporary: handled again later
+	}
+	log := in.cfg.Logger.With(slog.String("from", r.From), slog.String("messageId", r.MessageID),
+		slog.String("action", r.Decision.Action), slog.String("reason", r.Decision.Reason))
+	switch r.Decision.Action {
+	case "run":
+		if err = in.submit(ctx, env, r); err == nil && r.proj.Acknowledge && r.JobID != "" {
+			if rec, gerr := in.cfg.Jobs.Get(ctx, r.JobID); gerr == nil {
+				err = in.Acknowledge(ctx, rec.Job)
+			}
+		}
+	case "refuse":
+		err = in.refuse(ctx, r)
+	}
+	if err != nil {
+		return r, err
+	}
+	log.InfoContext(ctx, "mail handled", slog.String("job", r.JobID))
+	return r, in.remember(ctx, r)
+}
+
+func (in *Inbound) read(raw []byte) (*Report, error) {
+	m, err := message.Parse(raw)
+	if err != nil {
+		return &Report{Decision: Decision{Action: "ignore", Reason: "unreadable message: " + err.Error()}}, err
+	}
+	ex := reply.Extract(m.Text)
+	r := &Report{From: m.From.Addr, Subject: m.Subject, MessageID: m.MessageID, Instruction: ex.Text,
+		Forwarded: ex.Forwarded, Problems: m.Problems, msg: m, raw: raw}
+	for _, a := range append(append([]message.Address{}, m.To...), m.Cc...) {
+		r.To = append(r.To, a.Addr)
+	}
+	for _, a := range m.Attachments {
+		r.Attachments = append(r.Attachments, AttachInfo{Name: a.Name, ContentType: a.ContentType, Size: len(a.Data)})
+	}
+	return r, nil
+}
+
+// msgKey is the mail table key of a Message-ID.
+func msgKey(id string) string {
+	sum := sha256.Sum256([]byte(strings.Trim(strings.TrimSpace(id), "<>")))
+	return "m" + hex.EncodeToString(sum[:16])
+}
+
+// seen reports a Message-ID handled before (a duplicate delivery or a resend).
+func (in *Inbound) seen(ctx context.Context, id string) (bool, error) {
+	if id == "" {
+		return false, nil
+	}
+	_, _, err := in.cfg.Mail.Get(ctx, msgKey(id))
+	if errors.Is(err, broker.ErrNotFound) {
+		return false, nil
+	}
+	if err == nil {
+		in.cfg.Logger.InfoContext(ctx, "duplicate Message-ID ignored", slog.String("messageId", id))
+	}
+	return err == nil, err
+}
+
+// remember records the Message-ID as handled, with its thread for In-Reply-To matching.
+func (in *Inbound) remember(ctx context.Context, r *Report) error {
+	if r.MessageID == "" {
+		return nil
+	}
+	_, err := in.cfg.Mail.Put(ctx, msgKey(r.MessageID), []byte(r.Thread.Thread))
+	return err
+}
+
+func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) error {
+	m := r.msg
+	t, err := tenant.New(r.Thread.Project, r.Thread.User)
+	if err != nil {
+		return fmt.Errorf("inbound: %w", err)
+	}
+	if _, err := in.cfg.Threads.Ensure(ctx, r.Thread.Thread, t); err != nil {
+		return fmt.Errorf("inbound: thread %s: %w", r.Thread.Thread, err)
+	}
+	atts := make([]broker.Attachment, 0, len(m.Attachments))
+	for _, a := range m.Attachments {
+		atts = append(atts, broker.Attachment{Name: a.Name, ContentType: a.ContentType, Data: a.Data})
+	}
+	key := r.MessageID
+	if key == "" {
+		key = r.From + "\x00" + r.Subject + "\x00" + r.Instruction
+	}
+	refs := append(append([]string{}, m.References...), m.MessageID)
+	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: broker.JobIDAt(env.ReceivedAt, key),
+		Project: r.Thread.Project, User: r.Thread.User, Thread: r.Thread.Thread, Instruction: r.Instruction,
+		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs})
+	if errors.Is(err, router.ErrInvalid) {
+		r.Decision = Decision{Action: "refuse", Reason: err.Error(), Reply: r.Auth != nil && r.Auth.Pass}
+		return in.refuse(ctx, r)
+	}
+	if err != nil {
+		return fmt.Errorf("inbound: submit: %w", err)
+	}
+	r.JobID = rec.Job.ID
+	return nil
+}

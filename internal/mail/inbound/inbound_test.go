@@ -1,0 +1,223 @@
+package inbound_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-msgauth/dkim"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
+	"github.com/webordinary/webordinary/internal/mail/auth"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
+	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+type fixture struct {
+	t      *testing.T
+	in     *inbound.Inbound
+	b      *broker.Backend
+	key    ed25519.PrivateKey
+	outDir string
+	ob     *outbox.Outbox
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
+	b := env.Backend
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	dns := &auth.StaticResolver{TXT: map[string][]string{
+		"sel._domainkey.example.com": {"v=DKIM1; k=ed25519; p=" + base64.StdEncoding.EncodeToString(pub)},
+		"sel._domainkey.bob.example": {"v=DKIM1; k=ed25519; p=" + base64.StdEncoding.EncodeToString(pub)},
+		"_dmarc.example.com":         {"v=DMARC1; p=reject"},
+	}}
+	projects, _ := project.Open(ctx, b)
+	threads, _ := project.OpenThreads(ctx, b)
+	mailTable, _ := b.Table(ctx, "mail")
+	_, err := projects.Put(ctx, project.Project{ID: "site", RepoURL: "/nowhere", Agent: project.AgentSpec{Kind: "claude"},
+		Senders: map[string]string{"alice@example.com": "alice", "bob@bob.example": "bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := router.New(router.Config{Backend: b})
+	dir := t.TempDir()
+	f := &fixture{t: t, b: b, key: key, outDir: filepath.Join(dir, "sent")}
+	f.ob, err = outbox.Open(outbox.Config{Dir: filepath.Join(dir, "spool"), Sender: outbox.Dir{Path: f.outDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() { _ = f.ob.Run(octx) }()
+	f.in, err = inbound.New(inbound.Config{Domains: []string{"edit.example.net"}, Secret: []byte("0123456789abcdef0123"),
+		Auth: auth.Config{Resolver: dns}, Projects: projects, Threads: threads, Mail: mailTable, Jobs: b.Jobs,
+		Router: r, Outbox: f.ob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// mail builds a message; sign signs it as d=domain.
+func (f *fixture) mail(from, to, id, extraHeaders, body string, sign string) []byte {
+	f.t.Helper()
+	raw := fmt.Sprintf("From: %s\r\nTo: %s\r\nSubject: Header colour\r\nMessage-ID: <%s>\r\nDate: %s\r\n%sMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n%s",
+		from, to, id, time.Now().Format(time.RFC1123Z), extraHeaders, strings.ReplaceAll(body, "\n", "\r\n"))
+	if sign == "" {
+		return []byte(raw)
+	}
+	var out bytes.Buffer
+	if err := dkim.Sign(&out, strings.NewReader(raw), &dkim.SignOptions{Domain: sign, Selector: "sel", Signer: f.key}); err != nil {
+		f.t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func envelope(from string) intake.Envelope {
+	return intake.Envelope{RemoteIP: "203.0.113.9", Helo: "mx.example.com", MailFrom: from, Rcpt: []string{"edit@edit.example.net"},
+		ReceivedAt: time.Now()}
+}
+
+func (f *fixture) handle(raw []byte, from string) *inbound.Report {
+	f.t.Helper()
+	rep, err := f.in.Process(context.Background(), envelope(from), raw)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rep
+}
+
+func (f *fixture) pending(user string) int {
+	n, _ := f.b.Inbox.Pending(context.Background(), tenant.ID{Project: "site", User: user})
+	return n
+}
+
+// sent returns the replies written to the development outbox (waiting up to 5s for want).
+func (f *fixture) sent(want int) []*mail.Message {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		entries, _ := os.ReadDir(f.outDir)
+		if len(entries) >= want || time.Now().After(deadline) {
+			var out []*mail.Message
+			for _, e := range entries {
+				data, _ := os.ReadFile(filepath.Join(f.outDir, e.Name()))
+				m, err := mail.ReadMessage(bytes.NewReader(data))
+				if err == nil {
+					out = append(out, m)
+				}
+			}
+			return out
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+const quoted = "Make the header green please.\n\nOn Mon, 2 Nov 2026 at 10:00, webordinary <edit@edit.example.net> wrote:\n> Done: the header is blue now.\n"
+
+func TestSignedMessageFromRegisteredSenderRuns(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rep := f.handle(f.mail("Alice <alice@example.com>", "edit@edit.example.net", "m1@example.com", "", quoted, "example.com"), "alice@example.com")
+	if rep.Decision.Action != "run" || rep.Thread.Project != "site" || rep.Thread.User != "alice" || !rep.Thread.New {
+		t.Fatalf("decision %+v thread %+v auth %+v", rep.Decision, rep.Thread, rep.Auth)
+	}
+	if rep.Instruction != "Make the header green please." {
+		t.Fatalf("instruction %q", rep.Instruction)
+	}
+	if f.pending("alice") != 1 {
+		t.Fatal("no job queued")
+	}
+	// The same message again (a resend with the same Message-ID) is recognized.
+	f.handle(f.mail("Alice <alice@example.com>", "edit@edit.example.net", "m1@example.com", "", quoted, "example.com"), "alice@example.com")
+	if n := f.pending("alice"); n != 1 {
+		t.Fatalf("duplicate Message-ID queued another job: %d pending", n)
+	}
+}
+
+func TestSpoofedAndUnsignedNeverRunAndGetNoReply(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	cases := map[string][]byte{
+		"unsigned":           f.mail("alice@example.com", "edit@edit.example.net", "u1@x", "", "Delete everything", ""),
+		"signed by attacker": f.mail("alice@example.com", "edit@edit.example.net", "u2@x", "", "Delete everything", "bob.example"),
+	}
+	for name, raw := range cases {
+		rep := f.handle(raw, "alice@example.com")
+		if rep.Decision.Action != "ignore" || !strings.Contains(rep.Decision.Reason, "not authenticated") {
+			t.Errorf("%s: decision %+v", name, rep.Decision)
+		}
+	}
+	if f.pending("alice") != 0 || len(f.sent(0)) != 0 {
+		t.Fatal("a spoofed message queued a job or got a reply")
+	}
+}
+
+func TestAutoRepliesIgnored(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	raw := f.mail("alice@example.com", "edit@edit.example.net", "a1@x", "Auto-Submitted: auto-replied\r\n", "I am on holiday", "example.com")
+	if rep := f.handle(raw, "alice@example.com"); rep.Decision.Action != "ignore" || rep.Loop == "" {
+		t.Fatalf("auto-reply: %+v", rep.Decision)
+	}
+}
+
+func TestThreadingByTokenAndInReplyTo_AndForeignTokenRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	first := f.handle(f.mail("alice@example.com", "edit@edit.example.net", "t1@example.com", "", "Make it green", "example.com"), "alice@example.com")
+	thread := first.Thread.Thread
+	// A reply by In-Reply-To continues the thread.
+	next := f.handle(f.mail("alice@example.com", "edit@edit.example.net", "t2@example.com", "In-Reply-To: <t1@example.com>\r\n", "And bold", "example.com"), "alice@example.com")
+	if next.Thread.Thread != thread || next.Thread.By != "in-reply-to" {
+		t.Fatalf("in-reply-to resolved %+v; want thread %s", next.Thread, thread)
+	}
+	// The reply token from our Reply-To, used by bob (registered and verified) is refused.
+	ctx := context.Background()
+	rec, _ := f.b.Jobs.Get(ctx, first.JobID)
+	if err := f.in.OnResult(ctx, broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: thread, State: broker.StateDone,
+		Summary: "The header is green.", Details: map[string]any{"previewUrls": []any{"http://" + thread + ".edit.site.localhost:8081/"}}}); err != nil {
+		t.Fatal(err)
+	}
+	replies := f.sent(1)
+	if len(replies) != 1 {
+		t.Fatalf("%d replies; want 1", len(replies))
+	}
+	r := replies[0]
+	if r.Header.Get("In-Reply-To") != "<t1@example.com>" || !strings.HasPrefix(r.Header.Get("Subject"), "Re: ") ||
+		r.Header.Get("Auto-Submitted") != "auto-replied" {
+		t.Fatalf("reply headers: %v", r.Header)
+	}
+	replyTo, _ := mail.ParseAddress(r.Header.Get("Reply-To"))
+	tokenRcpt := replyTo.Address
+	bob := f.mail("bob@bob.example", tokenRcpt, "b1@bob.example", "", "Make it red", "bob.example")
+	env := envelope("bob@bob.example")
+	env.Rcpt = []string{tokenRcpt}
+	rep, _ := f.in.Inspect(ctx, env, bob)
+	if rep.Decision.Action != "refuse" || rep.Thread.Thread != thread {
+		t.Fatalf("foreign token: %+v %+v", rep.Decision, rep.Thread)
+	}
+	// Alice's own reply to the token continues her thread.
+	alice := f.mail("alice@example.com", tokenRcpt, "t3@example.com", "", "Now italic", "example.com")
+	env = envelope("alice@example.com")
+	env.Rcpt = []string{tokenRcpt}
+	if rep, _ := f.in.Inspect(ctx, env, alice); rep.Decision.Action != "run" || rep.Thread.By != "token" || rep.Thread.Thread != thread {
+		t.Fatalf("own token: %+v %+v", rep.Decision, rep.Thread)
+	}
+}

@@ -1,0 +1,267 @@
+package outbox
+
+import (
+	"bytes"
+	"fmt"
+	"net/mail"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestComposeKinds(t *testing.T) {
+	t.Parallel()
+	base := sampleReply()
+	tests := []struct {
+		kind   Kind
+		modify func(*Reply)
+		want   []string // in both the text and the HTML part
+	}{
+		{Done, nil, []string{
+			"Done!", "Changed the greeting to Grüße — ✓", "Files changed", "M index.html",
+			"A about/grüße.html", "2 files changed", "https://t0k3n.preview.example.com/",
+			"Preview 2", "thread/t0k3n", "0123456", "took 2m13s", "$0.42", "https://app.example.com/jobs/job-42",
+		}},
+		{Failed, func(r *Reply) {
+			r.Error, r.Hint, r.LogTail = "the build failed", "Check the image path.", "npm ERR! missing: logo.png"
+		}, []string{"couldn't finish", "What went wrong: the build failed", "What to try: Check the image path.",
+			"npm ERR! missing: logo.png", "https://app.example.com/jobs/job-42"}},
+		{Interrupted, nil, []string{"A newer message took over", "Partial work was saved on thread/t0k3n"}},
+		{Dead, func(r *Reply) { r.Attempts, r.Error = 3, "agent crashed" }, []string{
+			"could not be done after 3 attempts", "Last error: agent crashed",
+		}},
+		{Refused, func(r *Reply) {
+			r.Error, r.Hint = "this address is not verified for example.com", "Verify it from the dashboard."
+		}, []string{"didn't act on your message", "Why: this address is not verified", "What to do: Verify it"}},
+		{RateLimited, func(r *Reply) { r.RetryAfter = 5 * time.Minute }, []string{
+			"Too many messages", "slow down", "in about 5 minutes",
+		}},
+		{Received, nil, []string{"Got it!", "Follow along", "https://app.example.com/jobs/job-42"}},
+	}
+	if len(tests) != len(Kinds) {
+		t.Fatalf("table covers %d kinds, want all %d", len(tests), len(Kinds))
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.kind), func(t *testing.T) {
+			t.Parallel()
+			r := base
+			r.Kind = tt.kind
+			if tt.modify != nil {
+				tt.modify(&r)
+			}
+			msg, err := Compose(r, newClock().Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := parse(t, msg)
+			for _, w := range tt.want {
+				if !strings.Contains(p.Text, w) {
+					t.Errorf("text part lacks %q:\n%s", w, p.Text)
+				}
+				if !strings.Contains(p.HTML, htmlEscape(w)) {
+					t.Errorf("html part lacks %q:\n%s", htmlEscape(w), p.HTML)
+				}
+			}
+			if want := "<wo-job-42-" + string(tt.kind) + "@example.com>"; p.Header.Get("Message-ID") != want {
+				t.Errorf("Message-ID = %q, want %q", p.Header.Get("Message-ID"), want)
+			}
+		})
+	}
+}
+
+// htmlEscape is what html/template makes of the test strings.
+func htmlEscape(s string) string {
+	return strings.NewReplacer("'", "&#39;", "+", "&#43;", "<", "&lt;", ">", "&gt;", "&", "&amp;").Replace(s)
+}
+
+func TestComposeHeaders(t *testing.T) {
+	t.Parallel()
+	msg, err := Compose(sampleReply(), newClock().Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, msg)
+	want := map[string]string{
+		"Message-ID":               "<wo-job-42-done@example.com>",
+		"In-Reply-To":              "<orig-1@mail.example.org>",
+		"References":               "<root@mail.example.org> <orig-1@mail.example.org>",
+		"Reply-To":                 `"webordinary" <edit+t0k3n@example.com>`,
+		"Auto-Submitted":           "auto-replied",
+		"X-Auto-Response-Suppress": "All",
+		"X-Webordinary-Job":        "job-42",
+		"MIME-Version":             "1.0",
+		"Date":                     "Sun, 01 Mar 2026 12:00:00 +0000",
+	}
+	for name, w := range want {
+		if got := p.Header.Get(name); got != w {
+			t.Errorf("%s = %q, want %q", name, got, w)
+		}
+	}
+	if got := p.subject(t); got != "Re: Grüße — ✓" {
+		t.Errorf("Subject = %q", got)
+	}
+	to, err := p.Header.AddressList("To")
+	if err != nil || len(to) != 1 || to[0].Name != "Jürgen Müller" || to[0].Address != "owner@example.org" {
+		t.Errorf("To = %v, %v", to, err)
+	}
+	for i, line := range strings.Split(string(msg), "\r\n") {
+		if len(line) > 998 {
+			t.Errorf("line %d is %d bytes long", i, len(line))
+		}
+	}
+}
+
+func TestComposeEscapesHTML(t *testing.T) {
+	t.Parallel()
+	r := sampleReply()
+	r.Kind = Failed
+	r.Error = `<img src=x onerror="alert(1)">`
+	r.LogTail = "</pre><script>alert(2)</script>"
+	r.JobURL = "javascript:alert(3)"
+	msg, err := Compose(r, newClock().Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := parse(t, msg).HTML
+	for _, bad := range []string{"<script>", "<img", `href="javascript:`} {
+		if strings.Contains(html, bad) {
+			t.Errorf("html contains %q:\n%s", bad, html)
+		}
+	}
+	if !strings.Contains(html, "&lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;</pre>") {
+		t.Errorf("log tail not escaped inside <pre>:\n%s", html)
+	}
+	r.Kind = Done
+	msg, _ = Compose(r, newClock().Now())
+	if html := parse(t, msg).HTML; !strings.Contains(html, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("summary not escaped:\n%s", html)
+	}
+}
+
+func TestReplySubject(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"Hello", "Re: Hello"},
+		{"Re: Hello", "Re: Hello"},
+		{"RE: Re: re:Hello", "Re: Hello"},
+		{"Aw: Hello", "Re: Hello"},
+		{"AW:Sv: Hello", "Re: Hello"},
+		{"Re[2]: Hello", "Re: Hello"},
+		{"Fwd: Hello", "Re: Fwd: Hello"},
+		{"Regarding the header", "Re: Regarding the header"},
+		{"  ", "Re: (no subject)"},
+		{"Grüße — ✓", "Re: Grüße — ✓"},
+		{"two\r\nBcc: evil@example.com", "Re: two Bcc: evil@example.com"},
+	}
+	for _, tt := range tests {
+		if got := replySubject(tt.in); got != tt.want {
+			t.Errorf("replySubject(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestReferences(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		refs      []string
+		inReplyTo string
+		want      []string
+	}{
+		{"appends in-reply-to", []string{"<a@x>"}, "b@x", []string{"a@x", "b@x"}},
+		{"already present", []string{"a@x", " <b@x> "}, "<b@x>", []string{"a@x", "b@x"}},
+		{"no thread", nil, "", nil},
+		{"long thread keeps first and latest", manyIDs(30), "last@x", append([]string{"0@x"}, append(manyIDs(30)[12:], "last@x")...)},
+	}
+	for _, tt := range tests {
+		got := references(tt.refs, tt.inReplyTo)
+		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("%s: references = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func manyIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%d@x", i)
+	}
+	return ids
+}
+
+func TestComposeMessageID(t *testing.T) {
+	t.Parallel()
+	r := sampleReply()
+	r.Kind, r.JobID = Refused, ""
+	a, err := Compose(r, newClock().Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Compose(r, newClock().Now())
+	if !bytes.Equal(a, b) {
+		t.Error("composing the same reply twice gave different bytes")
+	}
+	id := parse(t, a).Header.Get("Message-ID")
+	if !strings.HasPrefix(id, "<wo-m") || !strings.HasSuffix(id, "-refused@example.com>") {
+		t.Errorf("derived Message-ID = %q", id)
+	}
+	r.MessageID = "<given@example.com>"
+	c, _ := Compose(r, newClock().Now())
+	if got := parse(t, c).Header.Get("Message-ID"); got != "<given@example.com>" {
+		t.Errorf("given Message-ID = %q", got)
+	}
+}
+
+func TestComposeRejects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		modify func(*Reply)
+		want   string
+	}{
+		{"unknown kind", func(r *Reply) { r.Kind = "maybe" }, "unknown reply kind"},
+		{"no recipient", func(r *Reply) { r.To = mail.Address{} }, "no To address"},
+		{"no sender", func(r *Reply) { r.From = mail.Address{} }, "no From address"},
+		{"no id source", func(r *Reply) { r.JobID, r.InReplyTo = "", "" }, "stable Message-ID"},
+		{"bad reply-to", func(r *Reply) { r.ReplyTo = "not an address" }, "reply-to"},
+	}
+	for _, tt := range tests {
+		r := sampleReply()
+		tt.modify(&r)
+		_, err := Compose(r, time.Now())
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want it to mention %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestComposeNoHeaderInjection(t *testing.T) {
+	t.Parallel()
+	r := sampleReply()
+	r.Subject = "hi\r\nBcc: evil@example.com"
+	r.JobID = "job\r\nBcc: evil@example.com"
+	msg, err := Compose(r, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := parse(t, msg).Header; h.Get("Bcc") != "" {
+		t.Errorf("injected Bcc header: %q", h.Get("Bcc"))
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	t.Parallel()
+	tests := map[time.Duration]string{
+		time.Second:                     "1 second",
+		45 * time.Second:                "45 seconds",
+		90 * time.Second:                "2 minutes",
+		time.Hour + 10*time.Minute:      "1 hour",
+		5*time.Hour + 40*time.Minute:    "6 hours",
+		59*time.Minute + 50*time.Second: "60 minutes",
+	}
+	for d, want := range tests {
+		if got := humanDuration(d); got != want {
+			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

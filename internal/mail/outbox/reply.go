@@ -1,0 +1,198 @@
+package outbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/mail"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind says what happened to an instruction; it selects the copy of a [Reply].
+type Kind string
+
+// The kinds of reply.
+const (
+	// Done: the agent edited the site; the reply shows the summary, files and previews.
+	Done Kind = "done"
+	// Failed: the job ran and failed; the reply says what went wrong and what to try.
+	Failed Kind = "failed"
+	// Interrupted: a newer message from the same thread took over; partial work was kept.
+	Interrupted Kind = "interrupted"
+	// Dead: the job failed every attempt and will not be retried.
+	Dead Kind = "dead"
+	// Refused: the message was not acted on (unverified sender, unknown project, ...).
+	Refused Kind = "refused"
+	// RateLimited: too many messages in a short time; this one was not acted on.
+	RateLimited Kind = "rate-limited"
+	// Received: an acknowledgement that the job was queued.
+	Received Kind = "received"
+)
+
+// Kinds lists every kind, in a stable order.
+var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, RateLimited, Received}
+
+// File is one changed file of a job.
+type File struct {
+	Status string // A (added), M (modified), D (deleted) or R (renamed)
+	Path   string
+}
+
+// Reply is what a person is told about their instruction.
+type Reply struct {
+	Kind Kind
+	// To is the person who sent the instruction. Required.
+	To mail.Address
+	// From is our address, e.g. "webordinary <edit@example.com>". Required.
+	From mail.Address
+	// ReplyTo is the threading address, e.g. edit+<token>@example.com; optional. Without a
+	// display name it borrows From's.
+	ReplyTo string
+	// Subject is the original subject; the reply's is "Re: <subject>" (existing reply prefixes
+	// such as "RE:", "Aw:" or "Sv:" are not repeated).
+	Subject string
+	// InReplyTo is the Message-ID replied to, without angle brackets.
+	InReplyTo string
+	// References are the thread's Message-IDs (without angle brackets); InReplyTo is appended
+	// when missing.
+	References []string
+	// MessageID is this reply's Message-ID without angle brackets. When empty it is derived
+	// from JobID (or, lacking one, InReplyTo), Kind and the domain of From, so the same reply
+	// always gets the same id: "wo-<jobid>-<kind>@<domain>".
+	MessageID string
+	JobID     string
+	Summary   string
+	Files     []File
+	Diffstat  string
+	// PreviewURLs are preview links, the thread's own preview first.
+	PreviewURLs []string
+	Branch      string
+	Commit      string
+	CostUSD     float64
+	Duration    time.Duration
+	// Attempts is how many times the job ran (Dead).
+	Attempts int
+	// RetryAfter is when the sender may try again (RateLimited); zero if unknown.
+	RetryAfter time.Duration
+	// Error is what went wrong (Failed, Dead, Refused, RateLimited).
+	Error string
+	// Hint is what to try next.
+	Hint string
+	// LogTail is the tail of the build or agent output, shown preformatted (Failed, Dead).
+	LogTail string
+	// JobURL is a link to follow the job; optional.
+	JobURL string
+}
+
+// validate checks the fields Compose cannot do without.
+func (r Reply) validate() error {
+	if !slices.Contains(Kinds, r.Kind) {
+		return fmt.Errorf("unknown reply kind %q", r.Kind)
+	}
+	if r.To.Address == "" {
+		return errors.New("reply has no To address")
+	}
+	if r.From.Address == "" {
+		return errors.New("reply has no From address")
+	}
+	if r.MessageID == "" && r.JobID == "" && r.InReplyTo == "" {
+		return errors.New("reply needs a MessageID, JobID or InReplyTo to derive a stable Message-ID")
+	}
+	return nil
+}
+
+// replyPrefix matches reply prefixes in several languages: Re, Aw (German), Sv (Nordic),
+// Antw (Dutch), Vs (Finnish), Odp (Polish), optionally numbered as in "Re[2]:".
+var replyPrefix = regexp.MustCompile(`(?i)^\s*(re|aw|sv|antw|vs|odp)\s*(\[\d+\]|\(\d+\))?\s*:\s*`)
+
+// replySubject returns "Re: " and the subject without any reply prefixes it already had.
+func replySubject(subject string) string {
+	s := oneLine(subject)
+	for {
+		loc := replyPrefix.FindStringIndex(s)
+		if loc == nil {
+			break
+		}
+		s = s[loc[1]:]
+	}
+	if s = strings.TrimSpace(s); s == "" {
+		s = "(no subject)"
+	}
+	return "Re: " + s
+}
+
+// maxReferences bounds the References header of long threads (RFC 5322 3.6.4 allows trimming:
+// the first id is kept, then the most recent ones).
+const maxReferences = 20
+
+// references returns the thread's ids, cleaned, deduplicated and ending with inReplyTo.
+func references(refs []string, inReplyTo string) []string {
+	var out []string
+	for _, r := range append(slices.Clone(refs), inReplyTo) {
+		if id := cleanID(r); id != "" && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	if len(out) > maxReferences {
+		out = append(out[:1], out[len(out)-maxReferences+1:]...)
+	}
+	return out
+}
+
+// cleanID strips whitespace and angle brackets from a Message-ID.
+func cleanID(id string) string {
+	id = strings.TrimSpace(oneLine(id))
+	return strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(id, "<"), ">"))
+}
+
+// messageID returns the reply's Message-ID, derived when not given.
+func (r Reply) messageID() string {
+	if id := cleanID(r.MessageID); id != "" {
+		return id
+	}
+	return "wo-" + r.idStem() + "-" + string(r.Kind) + "@" + domainOf(r.From.Address)
+}
+
+// idStem is the job id made safe for a Message-ID, or a digest of the message replied to.
+func (r Reply) idStem() string {
+	if r.JobID != "" {
+		return idSafe.ReplaceAllString(r.JobID, "-")
+	}
+	sum := sha256.Sum256([]byte(cleanID(r.InReplyTo)))
+	return "m" + hex.EncodeToString(sum[:8])
+}
+
+// idSafe matches characters not allowed in the left part of our Message-IDs.
+var idSafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// domainOf returns the domain of an address, or "localhost" if it has none.
+func domainOf(addr string) string {
+	if i := strings.LastIndexByte(addr, '@'); i >= 0 && i < len(addr)-1 {
+		return addr[i+1:]
+	}
+	return "localhost"
+}
+
+// replyTo formats the Reply-To header value, borrowing From's display name when it has none.
+func (r Reply) replyTo() (string, error) {
+	if strings.TrimSpace(r.ReplyTo) == "" {
+		return "", nil
+	}
+	a, err := mail.ParseAddress(oneLine(r.ReplyTo))
+	if err != nil {
+		return "", fmt.Errorf("reply-to %q: %w", r.ReplyTo, err)
+	}
+	if a.Name == "" {
+		a.Name = r.From.Name
+	}
+	return a.String(), nil
+}
+
+// oneLine replaces line breaks, so a value cannot start a new header.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(s)
+}

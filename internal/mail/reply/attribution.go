@@ -1,0 +1,84 @@
+package reply
+
+import (
+	"regexp"
+	"strings"
+)
+
+// attributionPatterns match a whole (squashed, possibly joined) attribution line in the languages
+// mail clients write them in. \b is ASCII-only in Go, so non-Latin words are preceded by \s.
+var attributionPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`^on\b.{3,250}\bwrote ?:$`),                                       // English
+	regexp.MustCompile(`^am\b.{3,250}\bschrieb\b.{0,250}:$`),                             // German
+	regexp.MustCompile(`^le\b.{3,250}\ba écrit ?:$`),                                     // French
+	regexp.MustCompile(`^el\b.{3,250}\bescribió ?:$`),                                    // Spanish
+	regexp.MustCompile(`^il\b.{3,250}\bha scritto ?:$`),                                  // Italian
+	regexp.MustCompile(`^op\b.{3,250}\b(schreef\b.{0,250}|het volgende geschreven) ?:$`), // Dutch
+	regexp.MustCompile(`^em\b.{3,250}\bescreveu ?:$`),                                    // Portuguese
+	regexp.MustCompile(`^den\b.{3,250}\bskrev\b.{0,250}:$`),                              // Swedish, Danish, Norwegian
+	regexp.MustCompile(`^w dniu\b.{3,250}\bpisze ?:$`),                                   // Polish (Thunderbird)
+	regexp.MustCompile(`^.{3,250}\bnapisał(\(a\)|a)? ?:$`),                               // Polish (Gmail)
+	regexp.MustCompile(`^.{3,250}\s(написал(\(а\)|а)?|пишет) ?:$`),                       // Russian
+	regexp.MustCompile(`^.{1,250}に.{1,250}が書きました ?[:：]$`),                                // Japanese (Thunderbird)
+	regexp.MustCompile(`^.{1,250}(写道|寫道) ?[:：]$`),                                        // Chinese
+	regexp.MustCompile(`^.{1,250}のメール ?[:：]$`),                                           // Japanese (Apple Mail)
+	regexp.MustCompile(`^.{1,120}\bwrote ?:$`),                                           // "Name wrote:"
+}
+
+// genericAttribution is an unknown-language attribution: an address and a closing colon. It only
+// counts when a quote block follows.
+var genericAttribution = regexp.MustCompile(`^.{0,200}\S+@\S+.{0,60}[:：]$`)
+
+// strongHint marks an attribution that is unmistakable even without a quote block after it: it
+// carries an address, a time, a year or a numeric date. "On Jan 6 you wrote:" written by the
+// person themselves has none of these.
+var strongHint = regexp.MustCompile(`@|\d{1,2}[:.h]\d{2}\b|\b(19|20)\d{2}\b|\d{1,2}/\d{1,2}/\d{2,4}`)
+
+// maxAttributionLines is how many lines an attribution may be wrapped over.
+const maxAttributionLines = 3
+
+// attribution reports how many lines (0 if none) the attribution starting at i spans, and whether
+// it is strong enough to start history without a quote block after it.
+func attribution(lines []string, i int) (n int, strong bool) {
+	joined := ""
+	for n = 1; n <= maxAttributionLines && i+n <= len(lines); n++ {
+		l := lines[i+n-1]
+		if isBlankLine(l) || isQuoted(l) {
+			return 0, false
+		}
+		if len(l) > maxAttributionLen {
+			return 0, false
+		}
+		joined = strings.TrimSpace(joined + " " + squash(l))
+		if matched, strong := matchAttribution(joined); matched {
+			return n, strong
+		}
+	}
+	return 0, false
+}
+
+// maxAttributionLen bounds the joined attribution, so that long lines cost no regexp work.
+const maxAttributionLen = 400
+
+// matchAttribution checks one candidate attribution line. Every attribution ends with a colon,
+// which is checked first because it is cheap.
+func matchAttribution(l string) (matched, strong bool) {
+	if len(l) > maxAttributionLen || !(strings.HasSuffix(l, ":") || strings.HasSuffix(l, "：")) {
+		return false, false
+	}
+	for _, p := range attributionPatterns {
+		if p.MatchString(l) {
+			return true, strongHint.MatchString(l)
+		}
+	}
+	return genericAttribution.MatchString(l), false
+}
+
+// inlineAttribution is an attribution with the quoted text run onto the same line, as Yahoo's
+// HTML-to-text output produces: "On Mon, … <a@b.c> wrote:   Your site is live."
+var inlineAttribution = regexp.MustCompile(`^on\b.{3,200}@.{1,200}\bwrote:\s+\S`)
+
+// isInlineAttribution reports whether l is such a run-on attribution.
+func isInlineAttribution(l string) bool {
+	return inlineAttribution.MatchString(squash(l))
+}

@@ -1,0 +1,29 @@
+// Package reply extracts the new text a person wrote in an email body, dropping quoted history,
+// signatures and mobile footers, so that the router hands only the instruction ("make the header
+// green") to the rest of the system.
+//
+// The input is the plain-text body that package message produced (the text/plain part, or the
+// HTML converted to text, where blockquotes became "> " lines). Extraction is heuristic and works
+// line by line:
+//
+//   - Quoted history starts at an attribution line ("On … wrote:", also wrapped over up to three
+//     lines as Gmail does, in English, German, French, Spanish, Italian, Dutch, Portuguese,
+//     Swedish, Polish, Japanese and Chinese, plus a generic "…<addr@host>:" form followed by a
+//     quote), at an Outlook header block ("From:/Sent:/To:/Subject:" and its localized forms,
+//     possibly after a "____" line) or at an "-----Original Message-----" marker.
+//   - A run of "> " lines is quoted history too, whether the person wrote above it (top-posting)
+//     or below it (bottom-posting and inline answers, whose text is kept). The exception is a short
+//     quote introduced by the person's own line ending in ":" ("change the tagline to:"), which is
+//     content.
+//   - After a "-- " signature separator everything is signature; trailing mobile footers ("Sent
+//     from my iPhone", "Get Outlook for iOS", …) and a trailing run of at least two contact lines
+//     (phone numbers, web addresses, "Owner | Company") are removed. Closings such as "Thanks,
+//     Ana" are kept: they may carry meaning and are harmless to an instruction reader.
+//
+// Forwarded mail ("---------- Forwarded message ---------", "Begin forwarded message:", and
+// localized markers) sets Result.Forwarded. The new text is what the forwarder wrote above the
+// marker. When nothing is written above it, the person is forwarding an instruction they received,
+// so Text is the forwarded message's own new text (its headers, quotes and signature removed). An
+// Outlook header block with nothing at all above it is treated the same way, because that is how
+// Outlook forwards look and an empty reply carries no instruction.
+package reply

@@ -1,0 +1,94 @@
+package reply
+
+import (
+	"strings"
+	"unicode"
+)
+
+// splitLines normalizes line endings and invisible characters and splits the body into lines.
+func splitLines(body string) []string {
+	body = strings.ReplaceAll(body, "\r\n", "\n")
+	body = strings.ReplaceAll(body, "\r", "\n")
+	body = strings.Map(dropInvisible, body)
+	return strings.Split(body, "\n")
+}
+
+// dropInvisible removes byte-order marks and zero-width characters (iOS puts a BOM at the start of
+// quoted text) and turns non-breaking and other Unicode spaces into plain spaces.
+func dropInvisible(r rune) rune {
+	switch r {
+	case '\ufeff', '\u200b', '\u200c', '\u200d', '\u2060':
+		return -1
+	case '\t':
+		return r
+	}
+	if unicode.Is(unicode.Zs, r) {
+		return ' '
+	}
+	return r
+}
+
+// isBlankLine reports whether a line has only whitespace.
+func isBlankLine(l string) bool {
+	return strings.TrimSpace(l) == ""
+}
+
+// isBlank reports whether all lines are blank.
+func isBlank(lines []string) bool {
+	for _, l := range lines {
+		if !isBlankLine(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// isQuoted reports whether a line is "> "-quoted.
+func isQuoted(l string) bool {
+	return strings.HasPrefix(strings.TrimLeft(l, " \t"), ">")
+}
+
+// unquote removes one level of "> " quoting from a line.
+func unquote(l string) string {
+	l = strings.TrimLeft(l, " \t")
+	l = strings.TrimPrefix(l, ">")
+	return strings.TrimPrefix(l, " ")
+}
+
+// nextNonBlank returns the index of the first non-blank line at or after i, or len(lines).
+func nextNonBlank(lines []string, i int) int {
+	for i < len(lines) && isBlankLine(lines[i]) {
+		i++
+	}
+	return i
+}
+
+// lastNonBlank returns the index of the last non-blank line, or -1.
+func lastNonBlank(lines []string) int {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !isBlankLine(lines[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// quoteBlockEnd returns the index just past the quote block starting at i: consecutive quoted
+// lines, including blank lines between them, but not trailing blank lines.
+func quoteBlockEnd(lines []string, i int) int {
+	end := i
+	for j := i; j < len(lines); j++ {
+		switch {
+		case isQuoted(lines[j]):
+			end = j + 1
+		case !isBlankLine(lines[j]):
+			return end
+		}
+	}
+	return end
+}
+
+// squash lowercases a line and collapses its whitespace, for pattern matching.
+func squash(l string) string {
+	return strings.ToLower(strings.Join(strings.Fields(l), " "))
+}
