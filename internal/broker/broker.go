@@ -56,6 +56,9 @@ type Inbox interface {
 	Tenants(ctx context.Context) (map[tenant.ID]int, error)
 	// DeadLetters lists the messages dead-lettered for t, oldest first.
 	DeadLetters(ctx context.Context, t tenant.ID) ([]DeadLetter, error)
+	// RemoveDeadLetter deletes the dead letter of jobID from t's dead-letter queue (after an
+	// operator retried or discarded it). Idempotent.
+	RemoveDeadLetter(ctx context.Context, t tenant.ID, jobID string) error
 }
 
 // QueueOptions tune an open tenant queue.
@@ -188,7 +191,9 @@ type Interrupt struct {
 	// Before, when set, stops a running job accepted before this job id (a newer instruction
 	// took over). Job ids sort by acceptance time.
 	Before string `json:"before,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	// Release asks the owner to release the tenant once its running job (if any) ends.
+	Release bool   `json:"release,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // Jobs is the records store for job state.

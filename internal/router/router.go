@@ -195,6 +195,11 @@ func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	}
 }
 
+// Release asks t's owner to release it after its running job, if any.
+func (r *Router) Release(ctx context.Context, t tenant.ID, reason string) error {
+	return r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Release: true, Reason: reason})
+}
+
 // Interrupt asks the owner of job's tenant to stop job if it is running.
 func (r *Router) Interrupt(ctx context.Context, jobID, reason string) error {
 	rec, err := r.b.Jobs.Get(ctx, jobID)

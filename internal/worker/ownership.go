@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -27,10 +28,11 @@ type ownership struct {
 	ctx    context.Context // cancelled with broker.ErrLeaseLost when the lease is lost
 	cancel context.CancelCauseFunc
 
-	claimedAt time.Time
-	lastJob   time.Time
-	idle      bool
-	drained   bool // the last job had nothing queued behind it
+	claimedAt    time.Time
+	lastJob      time.Time
+	idle         bool
+	drained      bool        // the last job had nothing queued behind it
+	releaseAsked atomic.Bool // an operator asked for the tenant to be released
 
 	mu    sync.Mutex
 	lease broker.Lease
@@ -107,6 +109,9 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 // idle, drained, or has had its quantum.
 func (o *ownership) shouldRelease(ctx context.Context, others bool) bool {
 	cfg := o.w.cfg
+	if o.releaseAsked.Load() {
+		return true
+	}
 	if o.idle && time.Since(o.lastJob) >= cfg.IdleRelease {
 		o.log.InfoContext(ctx, "releasing idle tenant", slog.Duration("idle", time.Since(o.lastJob)))
 		return true
@@ -183,6 +188,11 @@ func (o *ownership) interrupts(in <-chan broker.Interrupt) {
 }
 
 func (o *ownership) interrupt(sig broker.Interrupt) {
+	if sig.Release {
+		o.log.InfoContext(o.ctx, "release requested", slog.String("reason", sig.Reason))
+		o.releaseAsked.Store(true)
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.cur == nil {

@@ -418,3 +418,24 @@ func TestCrashLoopIsDeadLettered(t *testing.T) {
 		t.Fatalf("result %+v does not say why", got.Result)
 	}
 }
+
+// TestOperatorRelease: a release signal makes the owner hand the tenant back even though it
+// would otherwise keep it for its idle period.
+func TestOperatorRelease(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: newLedger().processor(0)})
+	rec := f.submit("site", "alice", "x")
+	f.wait(rec.Job.ID, 10*time.Second)
+	tn := rec.Job.Tenant
+	if _, err := f.env.Backend.Leases.Get(f.ctx, tn); err != nil {
+		t.Fatalf("owner should still hold the idle tenant: %v", err)
+	}
+	if err := f.router.Release(f.ctx, tn, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the tenant to be released", func() bool {
+		_, err := f.env.Backend.Leases.Get(f.ctx, tn)
+		return errors.Is(err, broker.ErrNotFound)
+	})
+}

@@ -227,6 +227,10 @@ func testDeadLetter(t *testing.T, h Harness) {
 	ack(t, ctx, next)
 	eventuallyTenants(t, ctx, b.Inbox, map[tenant.ID]int{})
 	expectDeadLetters(t, ctx, b.Inbox, tenantB, reason)
+	for range 2 { // removing is idempotent
+		fatalIfErr(t, b.Inbox.RemoveDeadLetter(ctx, tenantA, jobs[0].ID), "remove dead letter")
+	}
+	expectDeadLetters(t, ctx, b.Inbox, tenantA, reason)
 }
 
 // retryUntilAttempt retries job until it is delivered for the attempt-th time, and returns

@@ -107,6 +107,25 @@ func (in *inbox) DeadLetters(ctx context.Context, t tenant.ID) ([]broker.DeadLet
 	return out, nil
 }
 
+func (in *inbox) RemoveDeadLetter(ctx context.Context, t tenant.ID, jobID string) error {
+	msgs, err := readAll(ctx, in.a.js, streamDLQ, subjDLQ+t.Subject())
+	if err != nil {
+		return ctxErr(ctx, fmt.Errorf("natsjs: dead letters %s: %w", t, err))
+	}
+	for _, m := range msgs {
+		var dl broker.DeadLetter
+		meta, merr := m.Metadata()
+		if json.Unmarshal(m.Data(), &dl) != nil || merr != nil || dl.Job.ID != jobID {
+			continue
+		}
+		err := in.a.dlq.DeleteMsg(ctx, meta.Sequence.Stream)
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return ctxErr(ctx, fmt.Errorf("natsjs: remove dead letter %s: %w", jobID, err))
+		}
+	}
+	return nil
+}
+
 // readAll reads every message on subject with an ordered consumer.
 func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string) ([]jetstream.Msg, error) {
 	s, err := js.Stream(ctx, stream)
