@@ -15,11 +15,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 )
@@ -180,4 +183,17 @@ func (p *mailParts) describe(data string) string {
 		return "no SMTP listener (--smtp '')"
 	}
 	return fmt.Sprintf("smtp://%s for %s (replies: %s)", p.smtp.Addr(), p.in.Address(), "see --smtp-relay; default .eml files in "+filepath.Join(data, "outbox"))
+}
+
+// registerMetrics exposes the outbox's counts (once per process).
+func (p *mailParts) registerMetrics() {
+	stat := func(f func(outbox.Stats) float64) func() float64 {
+		return func() float64 { return f(p.outbox.Stats()) }
+	}
+	_ = metrics.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "webordinary_mail_out_sent_total",
+		Help: "Replies delivered to the relay or the outbox directory since start."}, stat(func(s outbox.Stats) float64 { return float64(s.Sent) })))
+	_ = metrics.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "webordinary_mail_out_failed",
+		Help: "Replies parked as undeliverable."}, stat(func(s outbox.Stats) float64 { return float64(s.Failed) })))
+	_ = metrics.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "webordinary_mail_out_queued",
+		Help: "Replies waiting to be sent (including retries)."}, stat(func(s outbox.Stats) float64 { return float64(s.Queued + s.Retrying) })))
 }

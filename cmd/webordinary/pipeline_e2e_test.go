@@ -42,6 +42,24 @@ func TestServeEditsASiteEndToEnd(t *testing.T) {
 	if body := fetchPreview(t, "t1.edit.site.localhost:"+preview); !strings.Contains(body, "Welcome to our bakery") {
 		t.Fatalf("preview serves %q", body)
 	}
+	metrics := fetch(t, c.api+"/metrics")
+	for _, want := range []string{`webordinary_jobs_total{state="done"} 1`, `webordinary_claims_total{outcome="acquired"}`,
+		`webordinary_stage_duration_seconds_count{stage="push"} 1`, `webordinary_job_duration_seconds_count{state="done"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func fetch(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
 
 func bareSite(t *testing.T, dir string) string {

@@ -16,11 +16,13 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/pipeline"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
@@ -111,8 +113,14 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--http %s: %w (is another webordinary running? pick another port)", f.httpAddr, err)
 	}
-	srv := &http.Server{Handler: (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects,
-		InspectMail: mail.in.Inspect}).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	apiHandler := (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects,
+		InspectMail: mail.in.Inspect}).Handler()
+	mail.registerMetrics()
+	mux := http.NewServeMux()
+	mux.Handle("/api/", apiHandler)
+	mux.Handle("/healthz", apiHandler)
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:      http://%s\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
 		ln.Addr(), mail.describe(f.data), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
 	if err := f.writeReady(ln.Addr().String(), eng, mail); err != nil {

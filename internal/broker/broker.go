@@ -120,6 +120,8 @@ type Claims interface {
 // Claim is one delivered claim request.
 type Claim interface {
 	Tenant() tenant.ID
+	// RequestedAt is when the request was enqueued (zero if unknown).
+	RequestedAt() time.Time
 	// Ack removes the request. Idempotent.
 	Ack(ctx context.Context) error
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -179,7 +180,9 @@ func (r *run) dirty(ctx context.Context) (bool, error) {
 func (r *run) stage(name string, fn func() error) error {
 	start := time.Now()
 	err := fn()
-	r.stages[name] += time.Since(start).Milliseconds()
+	took := time.Since(start)
+	r.stages[name] += took.Milliseconds()
+	metrics.StageDuration.WithLabelValues(name).Observe(took.Seconds())
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -57,6 +58,7 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 		return err
 	})
 	r.agentRes = mergeAgent(r.agentRes, res)
+	metrics.AgentCost.Add(res.CostUSD)
 	r.saveSession(ctx, spec.Kind, res.Session)
 	switch {
 	case err != nil:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -51,12 +52,15 @@ func (r *Router) reconcile(ctx context.Context, all bool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	unowned := map[tenant.ID]bool{}
-	for t := range pending {
+	unowned, total := map[tenant.ID]bool{}, 0
+	for t, n := range pending {
+		total += n
 		if _, err := r.b.Leases.Get(ctx, t); errors.Is(err, broker.ErrNotFound) {
 			unowned[t] = true
 		}
 	}
+	metrics.Pending.Set(float64(total))
+	metrics.TenantsWaiting.Set(float64(len(unowned)))
 	return r.requestStuck(ctx, unowned, all)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/metrics"
 )
 
 // runJob runs one delivery to its end. It reports false when the tenant must be left at once
@@ -160,6 +161,11 @@ func (o *ownership) finish(d broker.Delivery, rec broker.JobRecord, state broker
 		return
 	}
 	log.InfoContext(o.ctx, "job finished", slog.String("state", string(state)), slog.Duration("duration", res.Duration))
+	metrics.Jobs.WithLabelValues(string(state)).Inc()
+	metrics.JobDuration.WithLabelValues(string(state)).Observe(res.Duration.Seconds())
+	if state == broker.StateDead {
+		metrics.DeadLetters.Inc()
+	}
 	o.resettle(d, rec, log)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/metrics"
 )
 
 // pollWait bounds one wait for a tenant's next job, so release decisions and shutdown are
@@ -110,14 +111,17 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 func (o *ownership) shouldRelease(ctx context.Context, others bool) bool {
 	cfg := o.w.cfg
 	if o.releaseAsked.Load() {
+		metrics.Releases.WithLabelValues("operator").Inc()
 		return true
 	}
 	if o.idle && time.Since(o.lastJob) >= cfg.IdleRelease {
 		o.log.InfoContext(ctx, "releasing idle tenant", slog.Duration("idle", time.Since(o.lastJob)))
+		metrics.Releases.WithLabelValues("idle").Inc()
 		return true
 	}
 	if others && (o.idle || o.drained || time.Since(o.claimedAt) >= cfg.Quantum) {
 		o.log.DebugContext(ctx, "releasing early: other tenants are waiting")
+		metrics.Releases.WithLabelValues("early").Inc()
 		return true
 	}
 	return false
@@ -171,6 +175,7 @@ func (o *ownership) renew(hb time.Duration) bool {
 
 func (o *ownership) lose(err error) {
 	o.log.WarnContext(o.ctx, "lease lost; stopping at once", slog.Any("err", err))
+	metrics.Releases.WithLabelValues("lost").Inc()
 	o.cancel(broker.ErrLeaseLost)
 }
 
@@ -200,6 +205,7 @@ func (o *ownership) interrupt(sig broker.Interrupt) {
 	}
 	if sig.JobID == o.cur.id || (sig.Before != "" && o.cur.id < sig.Before) {
 		o.log.InfoContext(o.ctx, "interrupting job", slog.String("job", o.cur.id), slog.String("reason", sig.Reason))
+		metrics.Interrupts.Inc()
 		o.cur.cancel(ErrInterrupted)
 	}
 }

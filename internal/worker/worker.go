@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/metrics"
 )
 
 // Worker is one generic worker: it serves one tenant at a time.
@@ -66,17 +67,26 @@ func (w *Worker) serveClaim(ctx context.Context, c broker.Claim) {
 	b := w.cfg.Backend
 	if n, err := b.Inbox.Pending(ctx, t); err == nil && n == 0 {
 		_ = c.Ack(ctx)
+		metrics.Claims.WithLabelValues("no_work").Inc()
 		return
 	}
 	lease, err := b.Leases.Acquire(ctx, t, w.id, w.cfg.LeaseTTL)
 	_ = c.Ack(context.WithoutCancel(ctx))
 	if errors.Is(err, broker.ErrLeaseHeld) {
+		metrics.Claims.WithLabelValues("held").Inc()
 		return
 	}
 	if err != nil {
+		metrics.Claims.WithLabelValues("error").Inc()
 		log.ErrorContext(ctx, "acquire lease", slog.Any("err", err))
 		return
 	}
+	metrics.Claims.WithLabelValues("acquired").Inc()
+	if at := c.RequestedAt(); !at.IsZero() {
+		metrics.ClaimWait.Observe(time.Since(at).Seconds())
+	}
+	metrics.LeasesHeld.Inc()
+	defer metrics.LeasesHeld.Dec()
 	log.DebugContext(ctx, "claimed", slog.Uint64("token", lease.Token))
 	newOwnership(w, lease).run(ctx)
 }

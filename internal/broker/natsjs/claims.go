@@ -47,7 +47,11 @@ func (c *claims) Next(ctx context.Context) (broker.Claim, error) {
 			_ = m.Term() // a malformed request can never be served
 			continue
 		}
-		return &claim{t: t, m: m}, nil
+		c := &claim{t: t, m: m}
+		if meta, err := m.Metadata(); err == nil {
+			c.at = meta.Timestamp
+		}
+		return c, nil
 	}
 }
 
@@ -60,11 +64,13 @@ func (c *claims) Waiting(ctx context.Context) (int, error) {
 }
 
 type claim struct {
-	t tenant.ID
-	m jetstream.Msg
+	t  tenant.ID
+	m  jetstream.Msg
+	at time.Time
 }
 
-func (c *claim) Tenant() tenant.ID { return c.t }
+func (c *claim) Tenant() tenant.ID      { return c.t }
+func (c *claim) RequestedAt() time.Time { return c.at }
 
 func (c *claim) Ack(ctx context.Context) error {
 	err := c.m.Ack()

@@ -23,6 +23,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/mail/reply"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -162,7 +163,13 @@ func (in *Inbound) Inspect(ctx context.Context, env intake.Envelope, raw []byte)
 // verified sender) or ignore. It is idempotent for the same spooled message. An error means
 // "try again later" (a temporary failure).
 func (in *Inbound) Handle(ctx context.Context, env intake.Envelope, raw []byte) error {
-	_, err := in.Process(ctx, env, raw)
+	r, err := in.Process(ctx, env, raw)
+	switch {
+	case err != nil:
+		metrics.MailIn.WithLabelValues("retry").Inc()
+	case r != nil:
+		metrics.MailIn.WithLabelValues(r.Decision.Action).Inc()
+	}
 	return err
 }
 

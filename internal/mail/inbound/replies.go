@@ -10,6 +10,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/workspace"
 )
 
@@ -154,7 +155,11 @@ func (in *Inbound) send(ctx context.Context, rep outbox.Reply) error {
 	if err != nil {
 		return fmt.Errorf("inbound: compose %s reply: %w", rep.Kind, err)
 	}
-	return in.cfg.Outbox.Enqueue(ctx, in.Address(), []string{rep.To.Address}, msg)
+	err = in.cfg.Outbox.Enqueue(ctx, in.Address(), []string{rep.To.Address}, msg)
+	if err == nil {
+		metrics.MailOut.WithLabelValues("queued").Inc()
+	}
+	return err
 }
 
 func parseIP(s string) net.IP { return net.ParseIP(s) }

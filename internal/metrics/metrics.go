@@ -1,0 +1,82 @@
+// Package metrics defines webordinary's Prometheus metrics in one place, registered on
+// Registry (served by serve at /metrics). Labels have small, fixed value sets: there is never
+// one series per tenant or job.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry holds every webordinary metric plus the Go and process collectors.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// Claims counts claim requests handled by outcome: acquired, held (another owner),
+	// no_work (nothing pending), error.
+	Claims = counterVec("webordinary_claims_total", "Claim requests handled, by outcome.", "outcome")
+	// ClaimWait is the time from a claim request to the lease being acquired.
+	ClaimWait = histogram("webordinary_claim_wait_seconds", "Time from a claim request to its tenant's lease being acquired.",
+		[]float64{.001, .005, .01, .05, .1, .5, 1, 5, 15, 60})
+	// Jobs counts finished jobs by final state.
+	Jobs = counterVec("webordinary_jobs_total", "Jobs finished, by final state (done, failed, interrupted, dead).", "state")
+	// JobDuration is a job's run time, by final state.
+	JobDuration = histogramVec("webordinary_job_duration_seconds", "Job run time, by final state.",
+		[]float64{.01, .1, .5, 1, 5, 15, 30, 60, 120, 300, 900}, "state")
+	// StageDuration is the time of one pipeline stage: git, agent, build, deploy, commit, push.
+	StageDuration = histogramVec("webordinary_stage_duration_seconds", "Edit pipeline stage durations.",
+		[]float64{.01, .05, .1, .5, 1, 5, 15, 60, 300}, "stage")
+	// LeasesHeld is how many tenants this process's workers own.
+	LeasesHeld = gauge("webordinary_leases_held", "Tenants owned by this process's workers.")
+	// Releases counts tenant releases by reason: idle, early (others waiting), operator,
+	// shutdown, lost (the lease was lost).
+	Releases = counterVec("webordinary_releases_total", "Tenant releases, by reason.", "reason")
+	// Interrupts counts running jobs interrupted.
+	Interrupts = counter("webordinary_interrupts_total", "Running jobs interrupted by a newer instruction or an operator.")
+	// DeadLetters counts jobs moved to a dead-letter queue.
+	DeadLetters = counter("webordinary_dead_letters_total", "Jobs moved to a tenant's dead-letter queue.")
+	// Pending is the number of accepted jobs not yet finished, over all tenants.
+	Pending = gauge("webordinary_pending_jobs", "Jobs accepted and not yet finished, all tenants together.")
+	// TenantsWaiting is the number of tenants with pending jobs and no owner.
+	TenantsWaiting = gauge("webordinary_tenants_waiting", "Tenants with pending jobs and no owner.")
+	// MailIn counts inbound messages by decision: run, ignore, refuse, retry.
+	MailIn = counterVec("webordinary_mail_in_total", "Inbound email, by decision.", "decision")
+	// MailOut counts replies by outcome: queued, sent, failed.
+	MailOut = counterVec("webordinary_mail_out_total", "Outbound replies, by outcome.", "outcome")
+	// AgentCost is the agents' reported spend.
+	AgentCost = counter("webordinary_agent_cost_usd_total", "Agent spend reported by the agents, in US dollars.")
+)
+
+func init() {
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+func counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	Registry.MustRegister(c)
+	return c
+}
+
+func counterVec(name, help, label string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	Registry.MustRegister(c)
+	return c
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	Registry.MustRegister(g)
+	return g
+}
+
+func histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	Registry.MustRegister(h)
+	return h
+}
+
+func histogramVec(name, help string, buckets []float64, label string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, []string{label})
+	Registry.MustRegister(h)
+	return h
+}
