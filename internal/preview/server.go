@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // ServerConfig configures a Server.
@@ -94,9 +96,9 @@ func (s *Server) link(p preview) string {
 // missing explains a preview that has no version yet.
 func (p preview) missing() string {
 	if p.thread == "" {
-		return fmt.Sprintf("no preview for project %q yet: it appears after the project's first deploy\n", p.project)
+		return fmt.Sprintf("no preview for project %q yet: it appears after the project's first deploy", p.project)
 	}
-	return fmt.Sprintf("no preview for thread %q of project %q yet: it appears after the thread's first deploy\n", p.thread, p.project)
+	return fmt.Sprintf("no preview for thread %q of project %q yet: it appears after the thread's first deploy", p.thread, p.project)
 }
 
 // previewFor parses a Host header: edit.<project>.<domain> or <thread>.edit.<project>.<domain>.
@@ -111,12 +113,20 @@ func (s *Server) previewFor(host string) (preview, error) {
 	case ok && len(labels) == 3 && labels[1] == "edit":
 		p = preview{project: labels[2], thread: labels[0]}
 	default:
-		return preview{}, fmt.Errorf("no preview at host %q: use edit.<project>.%s for a project's latest preview or <thread>.edit.<project>.%s for a thread's\n", host, s.cfg.Domain, s.cfg.Domain)
+		return preview{}, fmt.Errorf("no preview at host %q: use edit.<project>.%s for a project's latest preview or <thread>.edit.<project>.%s for a thread's", host, s.cfg.Domain, s.cfg.Domain)
 	}
-	if err := (Site{Project: p.project, Thread: cmpOr(p.thread, "latest")}).Validate(); err != nil {
-		return preview{}, fmt.Errorf("no preview at host %q: %v\n", host, err)
+	if err := p.validate(); err != nil {
+		return preview{}, fmt.Errorf("no preview at host %q: %w", host, err)
 	}
 	return p, nil
+}
+
+// validate checks the names; the error matches tenant.ErrInvalid.
+func (p preview) validate() error {
+	if err := tenant.ValidatePart("project", p.project); err != nil || p.thread == "" {
+		return err
+	}
+	return tenant.ValidatePart("thread", p.thread)
 }
 
 // stripPort removes a ":port" from a Host header, if any.
@@ -125,13 +135,6 @@ func stripPort(host string) string {
 		return h
 	}
 	return host
-}
-
-func cmpOr(s, fallback string) string {
-	if s == "" {
-		return fallback
-	}
-	return s
 }
 
 // serve resolves the preview's live version once and serves the request from it. If the
@@ -153,7 +156,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p preview) {
 			return
 		}
 	}
-	http.Error(w, "the preview changed too often to serve this request; reload\n", http.StatusServiceUnavailable)
+	http.Error(w, "the preview changed too often to serve this request; reload", http.StatusServiceUnavailable)
 }
 
 // serveVersion serves r from the version whose manifest link pointed at. It returns false,
@@ -198,5 +201,5 @@ func (s *Server) moved(link, target string) bool {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.cfg.Logger.WarnContext(r.Context(), "preview: serve failed", slog.String("host", r.Host),
 		slog.String("path", r.URL.Path), slog.Any("error", err))
-	http.Error(w, "preview unavailable\n", http.StatusInternalServerError)
+	http.Error(w, "preview unavailable", http.StatusInternalServerError)
 }

@@ -115,7 +115,7 @@ func (v version) notFound(w http.ResponseWriter, r *http.Request) error {
 	if v.has("404.html") {
 		return v.serveFile(w, r, "404.html", http.StatusNotFound)
 	}
-	http.Error(w, fmt.Sprintf("no page %s in this preview (and no 404.html)\n", r.URL.Path), http.StatusNotFound)
+	http.Error(w, fmt.Sprintf("no page %s in this preview (and no 404.html)", r.URL.Path), http.StatusNotFound)
 	return nil
 }
 

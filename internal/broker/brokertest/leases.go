@@ -199,8 +199,8 @@ func testLeaseGetAndList(t *testing.T, h Harness) {
 // nobody else can take it meanwhile.
 func testRenewKeepsAlive(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
-	// Twice the minimum ttl: a renewal every third of it still has room on a loaded machine.
-	ttl := 2 * h.MinLeaseTTL
+	// Three times the minimum ttl: a renewal every third of it still has room on a loaded machine.
+	ttl := 3 * h.MinLeaseTTL
 	l := mustAcquire(t, ctx, b.Leases, tenantA, "worker-1", ttl)
 	l = renewFor(t, ctx, b.Leases, l, 3*ttl)
 	expectHolder(t, ctx, b.Leases, l)

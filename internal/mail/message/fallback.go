@@ -16,7 +16,7 @@ import (
 func parseFallback(raw []byte, cause error) (*Message, error) {
 	std, err := mail.ReadMessage(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("%v; headers: %v: %w", cause, err, ErrMalformed)
+		return nil, fmt.Errorf("unreadable message (mime: %v; headers: %v): %w", cause, err, ErrMalformed)
 	}
 	body, _ := io.ReadAll(std.Body) // a bytes.Reader does not fail
 	msg := &Message{Headers: copyHeaders(textproto.MIMEHeader(std.Header))}

@@ -283,14 +283,31 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestParseBodyOnly(t *testing.T) {
+func TestParseBestEffort(t *testing.T) {
 	t.Parallel()
-	msg, err := message.Parse([]byte("Subject: hi\n\nmake it blue\n"))
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, raw, text string
+		problems        bool
+	}{
+		{"no content type", "Subject: hi\n\nmake it blue\n", "make it blue\n", false},
+		{"garbage content type", "Subject: hi\nContent-Type: ;;;\n\nmake it blue\n", "make it blue\n", true},
+		{"multipart without boundary", "Subject: hi\nContent-Type: multipart/mixed\n\nmake it blue\n", "make it blue\n", true},
+		{"empty boundary", "Subject: hi\nContent-Type: multipart/mixed; boundary=\"\"\n\n--\nmake it blue\n", "--\nmake it blue\n", true},
 	}
-	if msg.Subject != "hi" || msg.Text != "make it blue\n" {
-		t.Errorf("got Subject %q Text %q", msg.Subject, msg.Text)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			msg, err := message.Parse([]byte(tt.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.Subject != "hi" || msg.Text != tt.text {
+				t.Errorf("got Subject %q Text %q, want %q", msg.Subject, msg.Text, tt.text)
+			}
+			if got := len(msg.Problems) > 0; got != tt.problems {
+				t.Errorf("Problems = %q, want non-empty: %v", msg.Problems, tt.problems)
+			}
+		})
 	}
 }
 

@@ -10,8 +10,11 @@ import (
 // bodyText picks the readable text body: the plain part(s) if any, else the HTML as text.
 func bodyText(env *enmime.Envelope) string {
 	text := env.Text
-	if strings.HasPrefix(env.Root.ContentType, "multipart/") {
+	switch {
+	case strings.HasPrefix(env.Root.ContentType, "multipart/"):
 		text = strings.Join(plainParts(env.Root), "\n\n")
+	case text == "" && env.HTML == "" && isBodyPart(env.Root, "text/plain"):
+		text = string(env.Root.Content) // unparseable Content-Type: enmime filed the body as a file
 	}
 	if strings.TrimSpace(text) == "" && env.HTML != "" {
 		text = htmlToText(env.HTML)
