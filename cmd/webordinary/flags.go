@@ -13,13 +13,21 @@ import (
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
+// usageOut receives flag usage (stderr; the reference generator captures it).
+var usageOut io.Writer = os.Stderr
+
 // newFlags returns a flag set whose usage lists each flag's environment variable.
 func newFlags(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(usageOut)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: webordinary %s %s\n\nFlags (environment variable in brackets):\n", name, synopsis)
 		fs.VisitAll(func(f *flag.Flag) {
-			fmt.Fprintf(fs.Output(), "  --%s [%s]\n    \t%s (default %q)\n", f.Name, envName(f.Name), f.Usage, f.DefValue)
+			def := ""
+			if f.DefValue != "" && !strings.Contains(f.Usage, "(default") {
+				def = fmt.Sprintf(" (default %q)", f.DefValue)
+			}
+			fmt.Fprintf(fs.Output(), "  --%s [%s]\n    \t%s%s\n", f.Name, envName(f.Name), f.Usage, def)
 		})
 	}
 	return fs

@@ -22,9 +22,11 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"send":    runSend,
 	"project": runProject,
 	"mail":    runMail,
-	"status":  runStatus,
-	"bench":   runBench,
-	"version": func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
+	// reference prints the flag reference that README.md embeds (kept true by a test).
+	"reference": runReference,
+	"status":    runStatus,
+	"bench":     runBench,
+	"version":   func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
 }
 
 const usage = `webordinary edits websites by email.

@@ -1,0 +1,29 @@
+# webordinary: one binary, plus what agents and site builds need at run time.
+#   docker build -t webordinary .
+#   docker run -p 8080:8080 -p 8081:8081 -p 2525:2525 -v wo-data:/data webordinary
+# (Not built in CI: the CI machine has no Docker engine.)
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/webordinary ./cmd/webordinary
+
+# Node 22 for site builds (current Astro needs Node >= 22.12) and for the agent CLIs.
+FROM node:22-bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates openssh-client util-linux \
+ && rm -rf /var/lib/apt/lists/*
+# Agent CLIs: Claude Code by default; add codex / opencode the same way if you use them.
+ARG AGENTS="@anthropic-ai/claude-code"
+RUN if [ -n "$AGENTS" ]; then npm install -g $AGENTS && npm cache clean --force; fi
+COPY --from=build /out/webordinary /usr/local/bin/webordinary
+RUN useradd --create-home --uid 10001 webordinary && mkdir -p /data && chown webordinary /data
+USER webordinary
+WORKDIR /data
+ENV WO_DATA=/data WO_HTTP=0.0.0.0:8080 WO_PREVIEW=0.0.0.0:8081 WO_SMTP=0.0.0.0:2525 WO_NATS_LISTEN=
+EXPOSE 8080 8081 2525
+ENTRYPOINT ["webordinary"]
+CMD ["serve"]
