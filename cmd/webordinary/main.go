@@ -17,11 +17,14 @@ import (
 var version = "dev"
 
 var commands = map[string]func(ctx context.Context, args []string) error{
-	"serve":   runServe,
-	"worker":  runWorker,
-	"send":    runSend,
-	"project": runProject,
-	"mail":    runMail,
+	"serve": runServe,
+	"demo":  runDemo,
+	// demo-agent is the demo agent's process (see demo).
+	"demo-agent": runDemoAgent,
+	"worker":     runWorker,
+	"send":       runSend,
+	"project":    runProject,
+	"mail":       runMail,
 	// reference prints the flag reference that README.md embeds (kept true by a test).
 	"reference": runReference,
 	"status":    runStatus,
@@ -34,6 +37,7 @@ const usage = `webordinary edits websites by email.
 Usage: webordinary <command> [flags]
 
 Commands:
+  demo     try it: a sample site, a sample email, the whole flow (start here)
   serve    run everything in one process: engine, router, workers, HTTP API
   worker   run a generic worker against a NATS server (scale-out)
   project  add, list, show or remove projects (sites)

@@ -13,7 +13,8 @@ import (
 // "webordinary" command) and, with WO_TEST_AS_MAIN=1, for tests that start real processes.
 func TestMain(m *testing.M) {
 	reaper.Main()
-	if os.Getenv("WO_TEST_AS_MAIN") == "1" {
+	// The demo agent runs this binary as `<self> demo-agent` with a clean environment.
+	if os.Getenv("WO_TEST_AS_MAIN") == "1" || (len(os.Args) > 1 && os.Args[1] == "demo-agent") {
 		main()
 		os.Exit(0)
 	}

@@ -42,7 +42,16 @@ type serveFlags struct {
 }
 
 func runServe(ctx context.Context, args []string) error {
-	var f serveFlags
+	f, err := parseServe(args)
+	if err != nil {
+		return err
+	}
+	return f.run(ctx)
+}
+
+// parseServe parses serve's flags (also used by demo).
+func parseServe(args []string) (*serveFlags, error) {
+	f := &serveFlags{}
 	fs := newFlags("serve", "[flags]")
 	fs.StringVar(&f.data, "data", ".webordinary", "data directory (JetStream files, workspaces)")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP API address")
@@ -58,10 +67,7 @@ func runServe(ctx context.Context, args []string) error {
 	f.workerFlags.register(fs, 4)
 	f.logFlags.register(fs)
 	f.mail.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	return f.run(ctx)
+	return f, parse(fs, args)
 }
 
 func (f *serveFlags) run(ctx context.Context) error {

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/webordinary/webordinary/internal/preview"
+)
+
+// TestDemoQuickStart runs the README's first command on a clean data directory: the sample
+// email goes through SMTP, the job runs, and the reply and the preview exist.
+func TestDemoQuickStart(t *testing.T) {
+	t.Parallel()
+	c := &cluster{t: t, dir: t.TempDir()}
+	data := filepath.Join(c.dir, "demo-data")
+	out := c.cli(t, "demo", "--data", data, "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--smtp", "127.0.0.1:0", "--agent", "demo", "--exit")
+	if !strings.Contains(out, "result: done") || !strings.Contains(out, "DEMO agent (literal edits, not AI") {
+		t.Fatalf("demo output:\n%s", out)
+	}
+	reply := between(out, "threaded reply to "+demoSender+": ", " (")
+	raw, err := os.ReadFile(reply)
+	if err != nil || !strings.Contains(string(raw), "In-Reply-To:") {
+		t.Fatalf("reply %q: %v\n%s", reply, err, out)
+	}
+	// demo --exit has stopped its preview server; serve the same previews directory again.
+	h, err := preview.NewServer(preview.ServerConfig{Root: filepath.Join(data, "previews")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	host, _, _ := strings.Cut(between(out, "preview: http://", "/\n"), ":")
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	if body := fetchPreview(t, host+":"+port); !strings.Contains(body, "Fresh bread every morning") {
+		t.Fatalf("preview %s serves:\n%s", host, body)
+	}
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/smtp"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-msgauth/dkim"
+
+	"github.com/webordinary/webordinary/internal/api"
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/demo"
+	"github.com/webordinary/webordinary/internal/project"
+)
+
+// demoFlags configure `webordinary demo`.
+type demoFlags struct {
+	data, httpAddr, previewAddr, smtpAddr, agent string
+	exit                                         bool
+}
+
+const demoSender = "owner@bakery.example"
+
+func runDemo(ctx context.Context, args []string) error {
+	var f demoFlags
+	fs := newFlags("demo", "[flags]")
+	fs.StringVar(&f.data, "data", ".webordinary-demo", "data directory for the demo")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "dashboard and API address")
+	fs.StringVar(&f.previewAddr, "preview", "127.0.0.1:8081", "preview server address")
+	fs.StringVar(&f.smtpAddr, "smtp", "127.0.0.1:2525", "SMTP address the sample email is sent to")
+	fs.StringVar(&f.agent, "agent", "auto", "auto (Claude Code when installed and signed in, else the demo agent), claude, or demo")
+	fs.BoolVar(&f.exit, "exit", false, "stop once the reply is out (default: keep serving until Ctrl-C)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return f.run(ctx)
+}
+
+func (f *demoFlags) run(ctx context.Context) error {
+	data, err := filepath.Abs(f.data)
+	if err != nil {
+		return err
+	}
+	say := func(format string, a ...any) { fmt.Printf("demo: "+format+"\n", a...) }
+	say("starting webordinary in %s", data)
+	key, dnsFile, err := demoDKIM(data)
+	if err != nil {
+		return err
+	}
+	ready := filepath.Join(data, "ready.json")
+	_ = os.Remove(ready)
+	sf, err := parseServe([]string{"--data", data, "--http", f.httpAddr, "--preview", f.previewAddr, "--smtp", f.smtpAddr,
+		"--mail-domain", "edit.localhost", "--mail-dns-fixture", dnsFile, "--nats-listen", "", "--workers", "2",
+		"--log-level", "warn", "--ready-file", ready})
+	if err != nil {
+		return err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- sf.run(sctx) }()
+	urls, err := awaitReady(ctx, ready, served)
+	if err != nil {
+		return err
+	}
+	if err := f.walkthrough(ctx, data, urls, key, say); err != nil {
+		return err
+	}
+	if f.exit {
+		stop()
+		return <-served
+	}
+	say("still serving; press Ctrl-C to stop. Try another instruction:\n  go run ./cmd/webordinary send --server %s --project bakery --user owner --instruction %q --wait",
+		urls["api"], demo.MoreInstructions()[0])
+	return <-served
+}
+
+// walkthrough onboards the sample site, emails the sample instruction through SMTP and
+// follows the job to its reply.
+func (f *demoFlags) walkthrough(ctx context.Context, data string, urls map[string]string, key ed25519.PrivateKey, say func(string, ...any)) error {
+	repo, err := demo.CreateSampleRepo(ctx, filepath.Join(data, "demo"))
+	if err != nil {
+		return err
+	}
+	spec, label, err := f.chooseAgent()
+	if err != nil {
+		return err
+	}
+	say("sample site: %s (a local git repository)\n      agent: %s", repo, label)
+	p := project.Project{ID: "bakery", RepoURL: repo, Agent: spec, Senders: map[string]string{demoSender: "owner"}}
+	if err := putProject(ctx, urls["api"], p); err != nil {
+		return err
+	}
+	msg, err := signedSample(key)
+	if err != nil {
+		return err
+	}
+	say("emailing %q from %s to edit@edit.localhost via smtp://%s", demo.SampleInstruction, demoSender, urls["smtp"])
+	if err := smtp.SendMail(urls["smtp"], nil, demoSender, []string{"edit@edit.localhost"}, msg); err != nil {
+		return fmt.Errorf("send the sample email: %w", err)
+	}
+	rec, err := follow(ctx, urls["api"], say)
+	if err != nil {
+		return err
+	}
+	report(data, urls, rec, say)
+	return nil
+}
+
+// chooseAgent picks Claude Code when it is installed and signed in, else the demo agent.
+func (f *demoFlags) chooseAgent() (project.AgentSpec, string, error) {
+	_, lookErr := exec.LookPath("claude")
+	useClaude := f.agent == "claude" || (f.agent == "auto" && lookErr == nil && claudeSignedIn())
+	if useClaude {
+		if lookErr != nil {
+			return project.AgentSpec{}, "", fmt.Errorf("--agent claude: the claude CLI is not installed (npm install -g @anthropic-ai/claude-code)")
+		}
+		return project.AgentSpec{Kind: "claude", MaxTurns: 20, MaxBudgetUSD: 1}, "Claude Code", nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return project.AgentSpec{}, "", err
+	}
+	cmd := "'" + strings.ReplaceAll(self, "'", `'\''`) + "' demo-agent"
+	return project.AgentSpec{Kind: "command", Command: cmd}, "the built-in DEMO agent (literal edits, not AI; install and sign in to Claude Code for the real thing)", nil
+}
+
+func claudeSignedIn() bool {
+	if os.Getenv("ANTHROPIC_API_KEY") != "" || os.Getenv("CLAUDE_CODE_USE_BEDROCK") == "1" {
+		return true
+	}
+	home, _ := os.UserHomeDir()
+	_, err := os.Stat(filepath.Join(home, ".claude", ".credentials.json"))
+	return err == nil
+}
+
+// demoDKIM makes (once) a signing key for the demo sender and a DNS fixture publishing it, so
+// the sample email is authenticated exactly as real mail is.
+func demoDKIM(data string) (ed25519.PrivateKey, string, error) {
+	dir := filepath.Join(data, "demo")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	keyFile, dnsFile := filepath.Join(dir, "dkim.key"), filepath.Join(dir, "dns.json")
+	seed, err := os.ReadFile(keyFile)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		seed = make([]byte, ed25519.SeedSize)
+		_, _ = rand.Read(seed)
+		if err := os.WriteFile(keyFile, seed, 0o600); err != nil {
+			return nil, "", err
+		}
+	}
+	key := ed25519.NewKeyFromSeed(seed)
+	pub := base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
+	fixture, _ := json.Marshal(map[string]any{"txt": map[string][]string{
+		"demo._domainkey.bakery.example": {"v=DKIM1; k=ed25519; p=" + pub},
+		"_dmarc.bakery.example":          {"v=DMARC1; p=reject"},
+	}})
+	return key, dnsFile, os.WriteFile(dnsFile, fixture, 0o644)
+}
+
+func signedSample(key ed25519.PrivateKey) ([]byte, error) {
+	raw, err := demo.SampleMessage("Bakery Owner <"+demoSender+">", "edit@edit.localhost", demo.SampleSubject, demo.SampleInstruction)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	err = dkim.Sign(&out, bytes.NewReader(raw), &dkim.SignOptions{Domain: "bakery.example", Selector: "demo", Signer: key})
+	return out.Bytes(), err
+}
+
+func awaitReady(ctx context.Context, file string, served <-chan error) (map[string]string, error) {
+	for {
+		if data, err := os.ReadFile(file); err == nil {
+			var urls map[string]string
+			if json.Unmarshal(data, &urls) == nil {
+				return urls, nil
+			}
+		}
+		select {
+		case err := <-served:
+			return nil, fmt.Errorf("serve stopped: %v", err)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func putProject(ctx context.Context, srv string, p project.Project) error {
+	body, _ := json.Marshal(p)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv+"/api/projects/"+p.ID, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	var saved project.Project
+	return doJSON(req, http.StatusOK, &saved)
+}
+
+// follow prints the job's progress (accepted, claimed, running, final) until it ends.
+func follow(ctx context.Context, srv string, say func(string, ...any)) (broker.JobRecord, error) {
+	var last string
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		st, err := fetchStatus(ctx, srv)
+		if err != nil {
+			return broker.JobRecord{}, err
+		}
+		for _, j := range st.Jobs {
+			if j.Job.From != demoSender {
+				continue
+			}
+			if line := progressLine(j, st); line != last {
+				say("%s", line)
+				last = line
+			}
+			if j.State.Final() {
+				return j, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return broker.JobRecord{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return broker.JobRecord{}, fmt.Errorf("the demo job did not finish within 10 minutes")
+}
+
+func progressLine(j broker.JobRecord, st api.Status) string {
+	switch j.State {
+	case broker.StateQueued:
+		return "job " + j.Job.ID + " accepted for bakery/owner (thread " + j.Job.Thread + "); waiting for a worker"
+	case broker.StateClaimed, broker.StateRunning:
+		for _, l := range st.Leases {
+			if l.Tenant == j.Job.Tenant.String() {
+				return fmt.Sprintf("job %s %s on %s (lease token %d)", j.Job.ID, j.State, l.Owner, l.Token)
+			}
+		}
+		return "job " + j.Job.ID + " " + string(j.State)
+	}
+	return "job " + j.Job.ID + " " + string(j.State)
+}
+
+func fetchStatus(ctx context.Context, srv string) (api.Status, error) {
+	var st api.Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv+"/api/status", nil)
+	if err != nil {
+		return st, err
+	}
+	return st, doJSON(req, http.StatusOK, &st)
+}
+
+func report(data string, urls map[string]string, rec broker.JobRecord, say func(string, ...any)) {
+	if rec.Result != nil {
+		say("result: %s — %s", rec.State, strings.TrimSpace(rec.Result.Summary))
+		if u, ok := rec.Result.Details["previewUrls"].([]any); ok {
+			for _, x := range u {
+				say("preview: %v", x)
+			}
+		}
+	}
+	if reply := awaitReply(filepath.Join(data, "outbox"), rec.Job.ID, 30*time.Second); reply != "" {
+		say("threaded reply to %s: %s (no --smtp-relay configured, so replies are written as .eml files)", demoSender, reply)
+	} else {
+		say("the reply is still queued; it will appear in %s", filepath.Join(data, "outbox"))
+	}
+	say("dashboard: %s/   metrics: %s/metrics", urls["api"], urls["api"])
+}
+
+// awaitReply waits for the reply to job in the outbox directory and returns its path.
+func awaitReply(dir, job string, within time.Duration) string {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		matches, _ := filepath.Glob(filepath.Join(dir, "*"+job+"*.eml"))
+		if len(matches) > 0 {
+			return matches[0]
+		}
+	}
+	return ""
+}
+
+// runDemoAgent is the hidden `demo-agent` command: the demo agent's process (instruction on
+// stdin, edits in the working directory).
+func runDemoAgent(_ context.Context, _ []string) error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if code := demo.RunAgent(os.Stdin, os.Stdout, dir); code != 0 {
+		return exitError(code)
+	}
+	return nil
+}
