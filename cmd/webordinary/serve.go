@@ -32,7 +32,7 @@ import (
 )
 
 type serveFlags struct {
-	data, httpAddr, previewAddr, natsListen, natsURL, natsUser, natsPassword, readyFile string
+	data, httpAddr, previewAddr, natsListen, natsURL, natsUser, natsPassword, readyFile, token string
 	noSync                                                                              bool
 	reconcile                                                                           time.Duration
 	policy                                                                              string
@@ -63,6 +63,7 @@ func parseServe(args []string) (*serveFlags, error) {
 	fs.BoolVar(&f.noSync, "no-sync", false, "do not fsync every write (faster; a power loss may lose the last accepted jobs)")
 	fs.DurationVar(&f.reconcile, "reconcile", 3*time.Second, "reconciler period")
 	fs.StringVar(&f.policy, "interrupt-policy", "interrupt", "what a new instruction does to a running job: interrupt or queue")
+	fs.StringVar(&f.token, "dashboard-token", "", "token required by the dashboard and API (mandatory when --http is not loopback)")
 	fs.StringVar(&f.readyFile, "ready-file", "", "when ready, write {\"api\":URL,\"nats\":URL} to this file (for scripts and supervisors)")
 	f.workerFlags.register(fs, 4)
 	f.logFlags.register(fs)
@@ -73,6 +74,9 @@ func parseServe(args []string) (*serveFlags, error) {
 func (f *serveFlags) run(ctx context.Context) error {
 	log, err := f.logger(os.Stderr)
 	if err != nil {
+		return err
+	}
+	if err := checkHTTPExposure(f.httpAddr, f.token); err != nil {
 		return err
 	}
 	policy := router.Policy(f.policy)
@@ -126,7 +130,7 @@ func (f *serveFlags) run(ctx context.Context) error {
 	mux.Handle("/api/", apiHandler)
 	mux.Handle("/healthz", apiHandler)
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: requireToken(f.token, mux), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:      http://%s\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
 		ln.Addr(), mail.describe(f.data), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
 	if err := f.writeReady(ln.Addr().String(), eng, mail); err != nil {

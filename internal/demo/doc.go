@@ -2,9 +2,10 @@
 // built-in demo agent, which performs literal edits so that a newcomer without an AI coding
 // agent installed can see the whole flow (mail in, edit on a branch, build, preview, reply).
 //
-// The demo agent is not AI and never says it is: every line it prints and every summary it
-// returns starts with "Demo agent (literal edits, not AI)". It understands a small language,
-// refuses everything else with the list of what it can do, and never pretends.
+// The demo agent is not AI and never says it is: its summary, the line the owner's reply
+// quotes, always starts with "Demo agent (literal edits, not AI): " (SummaryPrefix). It
+// understands a small language, refuses everything else with the list of what it can do, and
+// never pretends.
 //
 // # The edit language
 //
