@@ -33,9 +33,9 @@ import (
 
 type serveFlags struct {
 	data, httpAddr, previewAddr, natsListen, natsURL, natsUser, natsPassword, readyFile, token string
-	noSync                                                                              bool
-	reconcile                                                                           time.Duration
-	policy                                                                              string
+	noSync                                                                                     bool
+	reconcile                                                                                  time.Duration
+	policy                                                                                     string
 	workerFlags
 	logFlags
 	mail mailFlags

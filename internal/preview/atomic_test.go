@@ -27,9 +27,9 @@ import (
 func TestAtomicSwitch(t *testing.T) {
 	t.Parallel()
 	const (
-		versions = 40
-		pages    = 20
-		readers  = 4
+		versions = 25
+		pages    = 10
+		readers  = 2
 	)
 	e := setup(t, DirConfig{Keep: 2})
 	site := Site{"acme", "t1"}

@@ -48,37 +48,33 @@ type walker struct {
 func walkTree(ctx context.Context, top *os.Root, workers int, visit func(srcFile) error) error {
 	w := &walker{top: top, g: newGroup(ctx), sem: make(chan struct{}, workers), visit: visit}
 	ref := &dirRef{root: top}
-	ref.refs.Store(2) // the walk's and the caller's
-	w.g.Go(func() error { return w.run(func() (*dirRef, error) { return ref, nil }, ".") })
+	ref.refs.Store(2) // the walk's and the caller's, so the walk never closes top
+	w.g.Go(func() error {
+		if err := send(w.g.ctx, w.sem, struct{}{}); err != nil {
+			return err
+		}
+		defer func() { <-w.sem }()
+		return w.dir(ref, ".")
+	})
 	return w.g.Wait()
 }
 
-// spawn walks the subdirectory name of parent on a new goroutine.
+// spawn walks the subdirectory name of parent on a new goroutine, once a slot is free.
 func (w *walker) spawn(parent *dirRef, name, rel string) {
 	parent.acquire()
 	w.g.Go(func() error {
-		return w.run(func() (*dirRef, error) {
-			defer parent.release()
-			root, err := parent.root.OpenRoot(name)
-			if err != nil {
-				return nil, fmt.Errorf("open %s: %w", rel, err)
-			}
-			return newDirRef(root), nil
-		}, rel)
+		if err := send(w.g.ctx, w.sem, struct{}{}); err != nil {
+			parent.release()
+			return err
+		}
+		defer func() { <-w.sem }()
+		root, err := parent.root.OpenRoot(name)
+		parent.release()
+		if err != nil {
+			return fmt.Errorf("open %s: %w", rel, err)
+		}
+		return w.dir(newDirRef(root), rel)
 	})
-}
-
-// run takes a slot, opens a directory and walks it.
-func (w *walker) run(open func() (*dirRef, error), rel string) error {
-	if err := send(w.g.ctx, w.sem, struct{}{}); err != nil {
-		return err
-	}
-	defer func() { <-w.sem }()
-	d, err := open()
-	if err != nil {
-		return err
-	}
-	return w.dir(d, rel)
 }
 
 // dir visits the files of one directory and spawns its subdirectories; it releases d.
