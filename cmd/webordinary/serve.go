@@ -32,7 +32,7 @@ import (
 )
 
 type serveFlags struct {
-	data, httpAddr, previewAddr, natsListen, natsURL, natsUser, natsPassword, readyFile, token string
+	data, httpAddr, previewAddr, natsListen, natsURL, natsUser, natsPassword, readyFile, token, publicURL string
 	noSync                                                                                     bool
 	reconcile                                                                                  time.Duration
 	policy                                                                                     string
@@ -63,6 +63,7 @@ func parseServe(args []string) (*serveFlags, error) {
 	fs.BoolVar(&f.noSync, "no-sync", false, "do not fsync every write (faster; a power loss may lose the last accepted jobs)")
 	fs.DurationVar(&f.reconcile, "reconcile", 3*time.Second, "reconciler period")
 	fs.StringVar(&f.policy, "interrupt-policy", "interrupt", "what a new instruction does to a running job: interrupt or queue")
+	fs.StringVar(&f.publicURL, "public-url", "", "the dashboard's address as people reach it, for job links in replies (default http://<--http>)")
 	fs.StringVar(&f.token, "dashboard-token", "", "token required by the dashboard and API (mandatory when --http is not loopback)")
 	fs.StringVar(&f.readyFile, "ready-file", "", "when ready, write {\"api\":URL,\"nats\":URL} to this file (for scripts and supervisors)")
 	f.workerFlags.register(fs, 4)
@@ -106,7 +107,14 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if mail, err = f.mail.build(ctx, f.data, eng.backend, r, nil, log); err != nil {
+	var jobBase string // set once the HTTP listener is up
+	jobURL := func(id string) string {
+		if jobBase == "" {
+			return ""
+		}
+		return jobBase + "/jobs/" + id
+	}
+	if mail, err = f.mail.build(ctx, f.data, eng.backend, r, jobURL, log); err != nil {
 		return err
 	}
 	projects, err := project.Open(ctx, eng.backend)
@@ -122,6 +130,10 @@ func (f *serveFlags) run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w (is another webordinary running? pick another port)", f.httpAddr, err)
+	}
+	jobBase = strings.TrimRight(f.publicURL, "/")
+	if jobBase == "" {
+		jobBase = "http://" + ln.Addr().String()
 	}
 	apiHandler := (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects,
 		InspectMail: mail.in.Inspect}).Handler()
