@@ -22,6 +22,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/pipeline"
 	"github.com/webordinary/webordinary/internal/preview"
@@ -33,9 +34,9 @@ import (
 
 type serveFlags struct {
 	data, httpAddr, previewAddr, natsListen, natsURL, natsUser, natsPassword, readyFile, token, publicURL string
-	noSync                                                                                     bool
-	reconcile                                                                                  time.Duration
-	policy                                                                                     string
+	noSync                                                                                                bool
+	reconcile                                                                                             time.Duration
+	policy                                                                                                string
 	workerFlags
 	logFlags
 	mail mailFlags
@@ -121,9 +122,10 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	hub := live.NewHub(0)
 	var pool *worker.Pool
 	if f.workers > 0 { // --workers 0: router and API only, workers run elsewhere
-		if pool, err = newPool(ctx, f.workerFlags, eng.backend, log); err != nil {
+		if pool, err = newPool(ctx, f.workerFlags, eng.backend, hub, log); err != nil {
 			return err
 		}
 	}
@@ -299,8 +301,8 @@ func (f *serveFlags) previewServer(log *slog.Logger) (*http.Server, error) {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, nil
 }
 
-func newPool(ctx context.Context, f workerFlags, b *broker.Backend, log *slog.Logger) (*worker.Pool, error) {
-	proc, err := newProcessor(ctx, f, b, log)
+func newPool(ctx context.Context, f workerFlags, b *broker.Backend, hub *live.Hub, log *slog.Logger) (*worker.Pool, error) {
+	proc, err := newProcessor(ctx, f, b, hub, log)
 	if err != nil {
 		return nil, err
 	}
@@ -309,10 +311,10 @@ func newPool(ctx context.Context, f workerFlags, b *broker.Backend, log *slog.Lo
 	return worker.New(cfg)
 }
 
-func newProcessor(ctx context.Context, f workerFlags, b *broker.Backend, log *slog.Logger) (worker.Processor, error) {
+func newProcessor(ctx context.Context, f workerFlags, b *broker.Backend, hub *live.Hub, log *slog.Logger) (worker.Processor, error) {
 	switch f.processor {
 	case "pipeline":
-		return newPipeline(ctx, f, b, log)
+		return newPipeline(ctx, f, b, hub, log)
 	case "command":
 		return command.New(command.Config{Command: f.agentCommand, Root: f.workspaces})
 	case "noop":
@@ -323,7 +325,7 @@ func newProcessor(ctx context.Context, f workerFlags, b *broker.Backend, log *sl
 	return nil, fmt.Errorf("--processor %q: use pipeline, command or noop", f.processor)
 }
 
-func newPipeline(ctx context.Context, f workerFlags, b *broker.Backend, log *slog.Logger) (worker.Processor, error) {
+func newPipeline(ctx context.Context, f workerFlags, b *broker.Backend, hub *live.Hub, log *slog.Logger) (worker.Processor, error) {
 	projects, err := project.Open(ctx, b)
 	if err != nil {
 		return nil, err
@@ -337,7 +339,7 @@ func newPipeline(ctx context.Context, f workerFlags, b *broker.Backend, log *slo
 		return nil, err
 	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: f.workspaces,
-		State: f.state, Preview: target, BuildTimeout: f.buildTimeout, Logger: log})
+		State: f.state, Preview: target, BuildTimeout: f.buildTimeout, Logger: log, Live: hub.Writer})
 }
 
 func localWorkers(p *worker.Pool) func() []broker.WorkerInfo {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/webordinary/webordinary/internal/live"
 )
 
 func runWorker(ctx context.Context, args []string) error {
@@ -35,7 +37,7 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.close()
-	pool, err := newPool(ctx, wf, eng.backend, log)
+	pool, err := newPool(ctx, wf, eng.backend, live.NewHub(0), log)
 	if err != nil {
 		return err
 	}
