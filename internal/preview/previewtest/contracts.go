@@ -1,0 +1,156 @@
+package previewtest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+var contracts = []contract{
+	{"DeployServesThreadAndLatest", testDeployServes},
+	{"DeployCountsByContent", testDeployCounts},
+	{"ThreadsAreSeparateLatestFollows", testThreads},
+	{"InvalidSiteNames", testInvalidSite},
+	{"SymlinkOutOfSourceRejected", testUnsafeSource},
+	{"CancelledContext", testCancelled},
+	{"ConcurrentDeploysOfOneSite", testConcurrent},
+}
+
+func testDeployServes(t *testing.T, in Instance) {
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "home", "about/index.html": "about"})
+	dep := deploy(t, in, site, src)
+	if len(dep.URLs) != 2 || !strings.Contains(dep.URLs[0], site.Thread) || strings.Contains(dep.URLs[1], site.Thread) {
+		t.Errorf("URLs = %q, want the thread's URL, then the project's latest", dep.URLs)
+	}
+	if dep.Version == "" || dep.Written != 2 {
+		t.Errorf("first deploy = %+v, want a version and 2 files written", dep)
+	}
+	for _, latest := range []bool{false, true} {
+		expect(t, in, site, latest, "/", 200, "home")
+		expect(t, in, site, latest, "/about/", 200, "about")
+		expect(t, in, site, latest, "/missing/", 404, "")
+	}
+}
+
+func testDeployCounts(t *testing.T, in Instance) {
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	src := t.TempDir()
+	writeTree(t, src, pages(1000, "v1"))
+	if dep := deploy(t, in, site, src); dep.Written != 1000 || dep.Unchanged != 0 || dep.Deleted != 0 {
+		t.Fatalf("first deploy = %+v, want 1000 written", dep)
+	}
+	// A build rewrites every file; only one page's content changes.
+	files := pages(1000, "v1")
+	files["blog/00/post-007/index.html"] = "<p>v2</p>"
+	writeTree(t, src, files)
+	dep := deploy(t, in, site, src)
+	if dep.Written != 1 || dep.Unchanged != 999 || dep.Deleted != 0 || dep.Bytes != int64(len("<p>v2</p>")) {
+		t.Fatalf("deploy changing one page = %+v, want 1 written (9 bytes), 999 unchanged", dep)
+	}
+	for _, latest := range []bool{false, true} {
+		expect(t, in, site, latest, "/blog/00/post-007/", 200, "<p>v2</p>")
+	}
+	if err := os.RemoveAll(filepath.Join(src, "blog/00/post-009")); err != nil {
+		t.Fatal(err)
+	}
+	if dep := deploy(t, in, site, src); dep.Written != 0 || dep.Unchanged != 999 || dep.Deleted != 1 {
+		t.Fatalf("deploy deleting one page = %+v, want 999 unchanged, 1 deleted", dep)
+	}
+	for _, latest := range []bool{false, true} {
+		expect(t, in, site, latest, "/blog/00/post-009/", 404, "")
+	}
+}
+
+func testThreads(t *testing.T, in Instance) {
+	a, b := preview.Site{Project: "acme", Thread: "alpha"}, preview.Site{Project: "acme", Thread: "beta"}
+	srcA, srcB := t.TempDir(), t.TempDir()
+	steps := []struct {
+		site  preview.Site
+		src   string
+		write string
+	}{{a, srcA, "alpha 1"}, {b, srcB, "beta 1"}, {a, srcA, "alpha 2"}}
+	for _, s := range steps {
+		writeTree(t, s.src, map[string]string{"index.html": s.write})
+		deploy(t, in, s.site, s.src)
+		expect(t, in, s.site, true, "/", 200, s.write) // latest follows the most recent deploy
+	}
+	expect(t, in, a, false, "/", 200, "alpha 2")
+	expect(t, in, b, false, "/", 200, "beta 1")
+	expect(t, in, preview.Site{Project: "other", Thread: "alpha"}, true, "/", 404, "")
+}
+
+func testInvalidSite(t *testing.T, in Instance) {
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "x"})
+	for _, site := range []preview.Site{{}, {Project: "acme"}, {Project: "Acme", Thread: "t"}, {Project: "acme", Thread: "../x"}, {Project: "a/b", Thread: "t"}, {Project: "acme", Thread: strings.Repeat("t", 64)}} {
+		if _, err := in.Target.Deploy(context.Background(), site, src); !errors.Is(err, tenant.ErrInvalid) {
+			t.Errorf("Deploy(%+v) = %v, want tenant.ErrInvalid", site, err)
+		}
+	}
+}
+
+func testUnsafeSource(t *testing.T, in Instance) {
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "home"})
+	if err := os.Symlink("/etc", filepath.Join(src, "etc")); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	if _, err := in.Target.Deploy(context.Background(), site, src); !errors.Is(err, preview.ErrUnsafeSource) {
+		t.Fatalf("Deploy with a symlink to /etc = %v, want ErrUnsafeSource", err)
+	}
+	expect(t, in, site, false, "/", 404, "")
+	expect(t, in, site, false, "/etc/passwd", 404, "")
+}
+
+func testCancelled(t *testing.T, in Instance) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "x"})
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	if _, err := in.Target.Deploy(ctx, site, src); err != context.Canceled {
+		t.Errorf("Deploy with a cancelled ctx = %v, want context.Canceled unwrapped", err)
+	}
+	expect(t, in, site, false, "/", 404, "")
+}
+
+func testConcurrent(t *testing.T, in Instance) {
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	const n = 6
+	versions := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		src := t.TempDir()
+		writeTree(t, src, map[string]string{"index.html": strconv.Itoa(i)})
+		wg.Go(func() {
+			dep, err := in.Target.Deploy(context.Background(), site, src)
+			if err != nil {
+				t.Error(err)
+			}
+			versions[i] = dep.Version
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, v := range versions {
+		if seen[v] {
+			t.Errorf("versions %q: %q reported twice", versions, v)
+		}
+		seen[v] = true
+	}
+	_, body, err := in.Get(context.Background(), site, false, "/")
+	if i, convErr := strconv.Atoi(body); err != nil || convErr != nil || i < 0 || i >= n {
+		t.Errorf("after concurrent deploys / = %q, %v; want one of the deployed pages", body, err)
+	}
+}
