@@ -22,6 +22,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/pipeline"
@@ -144,8 +145,13 @@ func (f *serveFlags) run(ctx context.Context) error {
 	mux.Handle("/api/", apiHandler)
 	mux.Handle("/healthz", apiHandler)
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool), Token: f.token, Logger: log})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", dash.Handler())
 	srv := &http.Server{Handler: requireToken(f.token, mux), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "webordinary serving\n  API:      http://%s\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
+	fmt.Fprintf(os.Stderr, "webordinary serving\n  dashboard and API: http://%s/\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
 		ln.Addr(), mail.describe(f.data), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
 	if err := f.writeReady(ln.Addr().String(), eng, mail); err != nil {
 		return err

@@ -51,7 +51,7 @@ var (
 // don't) is recreated from the message.
 func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 	job := d.Job()
-	o.w.set("running", o.lease, job.ID)
+	o.w.set("running", o.leaseNow(), job.ID)
 	mark := func(r *broker.JobRecord) error {
 		switch {
 		case r.State.Final():
@@ -59,7 +59,7 @@ func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 		case r.Attempts >= crashStarts*o.w.cfg.MaxAttempts:
 			return errExhausted
 		}
-		r.State, r.Attempts, r.Worker, r.LeaseToken = broker.StateRunning, r.Attempts+1, o.w.id, o.lease.Token
+		r.State, r.Attempts, r.Worker, r.LeaseToken = broker.StateRunning, r.Attempts+1, o.w.id, o.token
 		r.StartedAt = time.Now()
 		return nil
 	}
@@ -85,14 +85,14 @@ func (o *ownership) process(shutdown context.Context, d broker.Delivery, rec bro
 		o.mu.Lock()
 		o.cur = nil
 		o.mu.Unlock()
-		o.w.set("owning", o.lease, "")
+		o.w.set("owning", o.leaseNow(), "")
 	}()
 	stopGrace := context.AfterFunc(shutdown, func() {
 		t := time.AfterFunc(o.w.cfg.ShutdownGrace, func() { cancel(ErrShutdown) })
 		context.AfterFunc(jctx, func() { t.Stop() })
 	})
 	defer stopGrace()
-	task := Task{Job: rec.Job, Attempt: rec.Attempts, Worker: o.w.id, LeaseToken: o.lease.Token, CheckLease: o.checkLease}
+	task := Task{Job: rec.Job, Attempt: rec.Attempts, Worker: o.w.id, LeaseToken: o.token, CheckLease: o.checkLease}
 	out, err := o.w.cfg.Processor.Process(jctx, task)
 	return out, err, context.Cause(jctx)
 }
@@ -193,7 +193,7 @@ func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome
 	now := time.Now()
 	res := broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: rec.Job.Thread, State: state,
 		Summary: out.Summary, ExitCode: out.ExitCode, OutputTail: out.OutputTail, Attempt: rec.Attempts,
-		Worker: o.w.id, LeaseToken: o.lease.Token, FinishedAt: now, Details: out.Details}
+		Worker: o.w.id, LeaseToken: o.token, FinishedAt: now, Details: out.Details}
 	if !rec.StartedAt.IsZero() {
 		res.Duration = now.Sub(rec.StartedAt)
 	}

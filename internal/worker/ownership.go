@@ -10,6 +10,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // pollWait bounds one wait for a tenant's next job, so release decisions and shutdown are
@@ -35,9 +36,13 @@ type ownership struct {
 	drained      bool        // the last job had nothing queued behind it
 	releaseAsked atomic.Bool // an operator asked for the tenant to be released
 
-	mu    sync.Mutex
-	lease broker.Lease
-	cur   *current
+	// tenant and token never change during a tenure; lease (its version and expiry) does,
+	// under mu.
+	tenant tenant.ID
+	token  uint64
+	mu     sync.Mutex
+	lease  broker.Lease
+	cur    *current
 }
 
 type current struct {
@@ -48,7 +53,7 @@ type current struct {
 
 func newOwnership(w *Worker, lease broker.Lease) *ownership {
 	now := time.Now()
-	return &ownership{w: w, b: w.cfg.Backend, lease: lease, claimedAt: now, lastJob: now,
+	return &ownership{w: w, b: w.cfg.Backend, lease: lease, tenant: lease.Tenant, token: lease.Token, claimedAt: now, lastJob: now,
 		log: w.log().With(slog.String("tenant", lease.Tenant.String()), slog.Uint64("token", lease.Token))}
 }
 
@@ -56,10 +61,10 @@ func newOwnership(w *Worker, lease broker.Lease) *ownership {
 func (o *ownership) run(shutdown context.Context) {
 	o.ctx, o.cancel = context.WithCancelCause(context.WithoutCancel(shutdown))
 	defer o.cancel(nil)
-	o.w.set("owning", o.lease, "")
+	o.w.set("owning", o.leaseNow(), "")
 	hbStop, hbDone := make(chan struct{}), make(chan struct{})
 	go o.heartbeat(hbStop, hbDone)
-	q, err := o.b.Inbox.Open(o.ctx, o.lease.Tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
+	q, err := o.b.Inbox.Open(o.ctx, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
 	if err != nil {
 		o.log.ErrorContext(o.ctx, "open tenant queue", slog.Any("err", err))
 	} else {
@@ -71,7 +76,7 @@ func (o *ownership) run(shutdown context.Context) {
 }
 
 func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
-	in, stop, err := o.b.Signals.Watch(o.ctx, o.lease.Tenant)
+	in, stop, err := o.b.Signals.Watch(o.ctx, o.tenant)
 	if err != nil {
 		o.log.WarnContext(o.ctx, "watch interrupts; jobs will run to the end", slog.Any("err", err))
 	} else {
@@ -181,6 +186,13 @@ func (o *ownership) lose(err error) {
 
 func (o *ownership) lost() bool { return o.ctx.Err() != nil }
 
+// leaseNow is the current lease (renewals replace it).
+func (o *ownership) leaseNow() broker.Lease {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lease
+}
+
 func (o *ownership) interrupts(in <-chan broker.Interrupt) {
 	for {
 		select {
@@ -216,14 +228,14 @@ func (o *ownership) checkLease(ctx context.Context) error {
 	if o.lost() {
 		return broker.ErrLeaseLost
 	}
-	l, err := o.b.Leases.Get(ctx, o.lease.Tenant)
+	l, err := o.b.Leases.Get(ctx, o.tenant)
 	if errors.Is(err, broker.ErrNotFound) {
 		return broker.ErrLeaseLost
 	}
 	if err != nil {
 		return err
 	}
-	if l.Token != o.lease.Token {
+	if l.Token != o.token {
 		return broker.ErrLeaseLost
 	}
 	return nil
@@ -237,7 +249,7 @@ func (o *ownership) release(q broker.Queue) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	t := o.lease.Tenant
+	t := o.tenant
 	if q != nil {
 		if err := q.Close(ctx); err != nil {
 			o.log.WarnContext(ctx, "close tenant queue", slog.Any("err", err))

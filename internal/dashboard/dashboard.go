@@ -1,0 +1,115 @@
+package dashboard
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/live"
+	"github.com/webordinary/webordinary/internal/router"
+)
+
+// Config configures a Dashboard.
+type Config struct {
+	// Backend provides the broker ports the pages read. Required.
+	Backend *broker.Backend
+	// Router carries the operator's actions (interrupt, release, retry). Required.
+	Router *router.Router
+	// Live, when set, shows a running job's agent output on its page.
+	Live *live.Hub
+	// Local, when set, reports this process's workers first-hand (presence lags a heartbeat).
+	Local func() []broker.WorkerInfo
+	// Token, when set, is required on every request (Authorization: Bearer, or ?token= once,
+	// which sets an HttpOnly cookie). serve sets it when the HTTP address is not loopback.
+	Token string
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	// pollEvery is how often the live pages read the status while someone watches.
+	pollEvery = 500 * time.Millisecond
+	// recentJobs is how many jobs the overview lists.
+	recentJobs = 50
+)
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Backend == nil:
+		return errors.New("dashboard: no backend configured")
+	case c.Router == nil:
+		return errors.New("dashboard: no router configured (actions need it)")
+	}
+	return nil
+}
+
+// Dashboard serves the web UI. Safe for concurrent use.
+type Dashboard struct {
+	cfg   Config
+	b     *broker.Backend
+	log   *slog.Logger
+	csrf  string
+	pages *pages
+	feed  *feed
+}
+
+// New validates cfg and returns a Dashboard.
+func New(cfg Config) (*Dashboard, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dashboard{cfg: cfg, b: cfg.Backend, log: cfg.Logger, csrf: randomToken(), pages: p}
+	d.feed = newFeed(pollEvery, d.overviewSections)
+	return d, nil
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Handler returns the dashboard's routes behind its access checks.
+func (d *Dashboard) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", d.overview)
+	mux.HandleFunc("GET /events", d.overviewEvents)
+	mux.HandleFunc("GET /jobs/{id}", d.job)
+	mux.HandleFunc("GET /jobs/{id}/events", d.jobEvents)
+	mux.HandleFunc("POST /jobs/{id}/interrupt", d.interrupt)
+	mux.HandleFunc("POST /tenants/{project}/{user}/release", d.release)
+	mux.HandleFunc("GET /dead", d.dead)
+	mux.HandleFunc("POST /dead/{project}/{user}/{job}/retry", d.retry)
+	mux.HandleFunc("POST /dead/{project}/{user}/{job}/discard", d.discard)
+	mux.HandleFunc("GET /static/{file}", staticFile)
+	return d.secure(mux)
+}
+
+// staticFiles are the assets served under /static/ (no directory listing).
+var staticFiles = map[string]bool{"app.js": true, "style.css": true}
+
+func staticFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	if !staticFiles[name] {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	http.ServeFileFS(w, r, assets, "static/"+name)
+}
