@@ -28,8 +28,8 @@ var (
 		[]float64{.01, .05, .1, .5, 1, 5, 15, 60, 300}, "stage")
 	// LeasesHeld is how many tenants this process's workers own.
 	LeasesHeld = gauge("webordinary_leases_held", "Tenants owned by this process's workers.")
-	// Releases counts tenant releases by reason: idle, early (others waiting), operator,
-	// shutdown, lost (the lease was lost).
+	// Releases counts tenant releases by reason: idle, early (others waiting), empty (a claim
+	// that found nothing to do), operator, lost (the lease was lost).
 	Releases = counterVec("webordinary_releases_total", "Tenant releases, by reason.", "reason")
 	// Interrupts counts running jobs interrupted.
 	Interrupts = counter("webordinary_interrupts_total", "Running jobs interrupted by a newer instruction or an operator.")

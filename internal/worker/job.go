@@ -32,6 +32,7 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 		_ = d.Retry(o.ctx, time.Second)
 		return true
 	}
+	o.jobs++
 	out, perr, cause := o.process(shutdown, d, rec)
 	return o.settle(d, rec, out, perr, cause, log)
 }

@@ -34,6 +34,7 @@ type ownership struct {
 	lastJob      time.Time
 	idle         bool
 	drained      bool        // the last job had nothing queued behind it
+	jobs         int         // jobs started in this tenure (not counting re-settled ones)
 	releaseAsked atomic.Bool // an operator asked for the tenant to be released
 
 	// tenant and token never change during a tenure; lease (its version and expiry) does,
@@ -117,6 +118,12 @@ func (o *ownership) shouldRelease(ctx context.Context, others bool) bool {
 	cfg := o.w.cfg
 	if o.releaseAsked.Load() {
 		metrics.Releases.WithLabelValues("operator").Inc()
+		return true
+	}
+	if o.idle && o.jobs == 0 {
+		// The claim found nothing to do (a stale request, or the last job's ack was still in
+		// flight when its owner released): hand the tenant back rather than sit on it.
+		metrics.Releases.WithLabelValues("empty").Inc()
 		return true
 	}
 	if o.idle && time.Since(o.lastJob) >= cfg.IdleRelease {

@@ -439,3 +439,37 @@ func TestOperatorRelease(t *testing.T) {
 		return errors.Is(err, broker.ErrNotFound)
 	})
 }
+
+// TestClaimWithNothingToDoIsReleased: a tenant claimed for a message that only needs
+// re-settling (its job already finished) is handed back at once, not held for IdleRelease.
+func TestClaimWithNothingToDoIsReleased(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var runs atomic.Int32
+	f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: worker.ProcessorFunc(
+		func(context.Context, worker.Task) (worker.Outcome, error) { runs.Add(1); return worker.Outcome{}, nil })})
+	tn, _ := tenant.New("site", "alice")
+	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", AcceptedAt: time.Now()}
+	b := f.env.Backend
+	res := broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone}
+	if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateDone, Result: &res}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Inbox.Publish(f.ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Claims.Request(f.ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the message to be re-settled", func() bool {
+		n, _ := b.Inbox.Pending(f.ctx, tn)
+		return n == 0
+	})
+	eventually(t, 5*time.Second, "the tenant to be released", func() bool {
+		_, err := b.Leases.Get(f.ctx, tn)
+		return errors.Is(err, broker.ErrNotFound)
+	})
+	if runs.Load() != 0 {
+		t.Fatalf("a finished job ran again (%d runs)", runs.Load())
+	}
+}
