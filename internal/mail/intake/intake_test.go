@@ -2,7 +2,14 @@ package intake_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"net/smtp"
 	"os"
 	"os/exec"
@@ -174,4 +181,60 @@ func BenchmarkAcceptDurably(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+}
+
+// TestStartTLS: with a certificate configured the listener offers STARTTLS and accepts a
+// message over the upgraded connection.
+func TestStartTLS(t *testing.T) {
+	t.Parallel()
+	cert := selfSigned(t)
+	r := newReceived()
+	s, err := intake.New(intake.Config{Addr: "127.0.0.1:0", Domains: []string{"edit.example.com"}, Spool: t.TempDir(),
+		Handler: r.handler, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Run(ctx) }()
+	c, err := smtp.Dial(s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ok, _ := c.Extension("STARTTLS"); !ok {
+		t.Fatal("STARTTLS not offered")
+	}
+	if err := c.StartTLS(&tls.Config{InsecureSkipVerify: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Mail("alice@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rcpt("edit@edit.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := c.Data()
+	_, _ = w.Write([]byte(msg))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.envs[0].TLS {
+		t.Fatal("envelope does not record TLS")
+	}
+}
+
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
