@@ -22,6 +22,8 @@ var (
 	ErrNoMessage = errors.New("no message")
 	// ErrConflict: a compare-and-set lost to a concurrent writer; re-read and retry.
 	ErrConflict = errors.New("concurrent update")
+	// ErrTooLarge: a message exceeds what the backend accepts; retrying cannot help.
+	ErrTooLarge = errors.New("message too large for the engine")
 )
 
 // Backend bundles one backend's implementation of every port.

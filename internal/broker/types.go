@@ -31,7 +31,22 @@ type Job struct {
 type Attachment struct {
 	Name        string `json:"name"`
 	ContentType string `json:"contentType,omitempty"`
-	Data        []byte `json:"data"`
+	Size        int    `json:"size,omitempty"`
+	// Data travels with the queued job; job records keep only the name, type and size.
+	Data []byte `json:"data,omitempty"`
+}
+
+// WithoutData returns job with its attachments' contents left out (for records).
+func (job Job) WithoutData() Job {
+	if len(job.Attachments) == 0 {
+		return job
+	}
+	atts := make([]Attachment, len(job.Attachments))
+	for i, a := range job.Attachments {
+		atts[i] = Attachment{Name: a.Name, ContentType: a.ContentType, Size: len(a.Data)}
+	}
+	job.Attachments = atts
+	return job
 }
 
 // State is where a job is in its life: queued → claimed → running → one final state.
@@ -90,6 +105,9 @@ type Result struct {
 	FinishedAt time.Time     `json:"finishedAt"`
 	// Details carries processor-specific fields (files changed, commit, preview URLs...).
 	Details map[string]any `json:"details,omitempty"`
+	// Job is the job this result is for, without attachment data, so a reply can be sent
+	// and a lost record rebuilt from the result alone.
+	Job *Job `json:"job,omitempty"`
 }
 
 // WorkerInfo is one worker's self-reported state.

@@ -73,11 +73,11 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 	job := task.Job
 	proj, err := p.cfg.Projects.Get(ctx, job.Tenant.Project)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+		return nil, permanentIf(err, project.ErrNotFound)
 	}
 	th, err := p.cfg.Threads.Ensure(ctx, job.Thread, job.Tenant)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+		return nil, permanentIf(err, project.ErrThreadOwner)
 	}
 	remote := proj.RepoURL
 	if job.RepoURL != "" {
@@ -99,4 +99,15 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 func agentSpec(a project.AgentSpec) agent.Spec {
 	return agent.Spec{Kind: a.Kind, Command: a.Command, Model: a.Model, MaxTurns: a.MaxTurns,
 		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput}
+}
+
+// permanentIf marks err permanent when it is one of the errors retrying cannot fix; anything
+// else (a broker timeout) is left to the worker's retries.
+func permanentIf(err error, permanent ...error) error {
+	for _, p := range permanent {
+		if errors.Is(err, p) {
+			return fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+		}
+	}
+	return err
 }

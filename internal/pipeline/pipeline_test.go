@@ -381,3 +381,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestInterruptAfterTheAgentKeepsTheWork: an interrupt landing after the agent finished (here:
+// at the lease check before the deploy) still commits and pushes the finished work.
+func TestInterruptAfterTheAgentKeepsTheWork(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	tk := task("t1", "write done.txt: finished")
+	tk.CheckLease = func(context.Context) error {
+		cancel(worker.ErrInterrupted) // the newer instruction arrives now
+		return nil
+	}
+	out, err := f.p.Process(ctx, tk)
+	if !errors.Is(err, worker.ErrInterrupted) || out.Details["interrupted"] != true {
+		t.Fatalf("err %v details %+v", err, out.Details)
+	}
+	if body := git(t, f.origin, "show", "thread-t1:done.txt"); body != "finished" {
+		t.Fatalf("the finished work was not kept: %q", body)
+	}
+}

@@ -57,7 +57,11 @@ func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
 	if err := r.buildWithRepair(ctx); err != nil {
 		return r.stopped(ctx, err)
 	}
-	return r.publish(ctx)
+	out, err := r.publish(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), worker.ErrInterrupted) {
+		return r.interrupted(ctx) // keep the finished work: commit (if not yet) and push
+	}
+	return out, err
 }
 
 // prepare syncs the workspace and checks out the thread's branch from its head.
@@ -92,6 +96,10 @@ func (r *run) interrupted(ctx context.Context) (worker.Outcome, error) {
 	defer cancel()
 	msg := "Interrupted: " + firstLine(r.task.Job.Instruction) + "\n\nA newer instruction took over; this is the partial work."
 	sha, committed, err := r.ws.Commit(cctx, msg, r.author(), r.trailers())
+	if err == nil && !committed {
+		sha, _ = r.ws.Head(cctx)
+		committed = sha != r.base // committed earlier in this run, not pushed yet
+	}
 	if err == nil && committed {
 		err = r.push(cctx)
 	}

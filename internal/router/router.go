@@ -147,24 +147,43 @@ func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, err
 	if err != nil {
 		return broker.JobRecord{}, err
 	}
-	rec := broker.JobRecord{Job: job, State: broker.StateQueued}
+	rec := broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued}
 	err = r.b.Jobs.Create(ctx, rec)
 	if errors.Is(err, broker.ErrExists) && req.JobID != "" {
-		// A re-submission: publish again (de-duplicated) in case the first one crashed in between.
-		if rec, err = r.b.Jobs.Get(ctx, job.ID); err == nil && !rec.State.Final() {
-			err = r.b.Inbox.Publish(ctx, rec.Job)
-		}
-		return rec, err
+		return r.resubmit(ctx, job)
 	}
 	if err != nil {
 		return rec, fmt.Errorf("router: record job: %w", err)
 	}
 	if err := r.b.Inbox.Publish(ctx, job); err != nil {
-		r.abandon(job, err)
-		return rec, fmt.Errorf("router: enqueue job: %w", err)
+		if req.JobID == "" { // the caller will not retry this id: the record must not say queued
+			r.abandon(job, err)
+		}
+		return rec, enqueueError(err)
 	}
 	r.nudge(ctx, job)
 	return rec, nil
+}
+
+// resubmit handles a job id seen before: unless its record has a result, publish it again
+// (de-duplicated by the inbox) in case the first submission stopped between record and publish.
+func (r *Router) resubmit(ctx context.Context, job broker.Job) (broker.JobRecord, error) {
+	rec, err := r.b.Jobs.Get(ctx, job.ID)
+	if err != nil || rec.Result != nil {
+		return rec, err
+	}
+	if err := r.b.Inbox.Publish(ctx, job); err != nil {
+		return rec, enqueueError(err)
+	}
+	r.nudge(ctx, job)
+	return rec, nil
+}
+
+func enqueueError(err error) error {
+	if errors.Is(err, broker.ErrTooLarge) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return fmt.Errorf("router: enqueue job: %w", err)
 }
 
 // abandon marks a recorded job that could not be enqueued, so its record does not claim a

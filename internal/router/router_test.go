@@ -49,3 +49,42 @@ func TestSubmitWithJobIDIsIdempotent(t *testing.T) {
 		t.Fatalf("%d jobs queued; want 1", n)
 	}
 }
+
+// TestTooLargeJobIsRefusedNotLost: a job the engine cannot take is an invalid request (the
+// sender can be told), and its record is not left claiming a queued job.
+func TestTooLargeJobIsRefusedNotLost(t *testing.T) {
+	t.Parallel()
+	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
+	r, _ := router.New(router.Config{Backend: env.Backend})
+	big := broker.Attachment{Name: "huge.bin", Data: make([]byte, 70<<20)}
+	_, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x",
+		Attachments: []broker.Attachment{big}})
+	if !errors.Is(err, router.ErrInvalid) || !errors.Is(err, broker.ErrTooLarge) {
+		t.Fatalf("70 MB job: %v; want ErrInvalid wrapping ErrTooLarge", err)
+	}
+}
+
+// TestLostRecordIsRebuiltFromItsResult: job records persist asynchronously; a record lost with
+// an engine crash comes back from the fsync'd result.
+func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
+	t.Parallel()
+	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
+	got := make(chan broker.Result, 1)
+	r, _ := router.New(router.Config{Backend: env.Backend, OnResult: func(_ context.Context, res broker.Result) error {
+		got <- res
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	tn := tenant.ID{Project: "site", User: "alice"}
+	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", From: "alice@example.com"}
+	if err := env.Backend.Results.Publish(ctx, broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone, Job: &job}); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	rec, err := env.Backend.Jobs.Get(ctx, job.ID)
+	if err != nil || rec.State != broker.StateDone || rec.Job.From != "alice@example.com" {
+		t.Fatalf("rebuilt record %+v, %v", rec, err)
+	}
+}

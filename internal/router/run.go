@@ -155,6 +155,13 @@ func (r *Router) recordResult(ctx context.Context, res broker.Result) error {
 		rec.LastError = res.Error
 		return nil
 	})
+	if errors.Is(err, broker.ErrNotFound) && res.Job != nil { // lost with an engine crash: rebuild it
+		err = r.b.Jobs.Create(ctx, broker.JobRecord{Job: *res.Job, State: res.State, Attempts: res.Attempt,
+			Worker: res.Worker, LeaseToken: res.LeaseToken, FinishedAt: res.FinishedAt, LastError: res.Error, Result: &res})
+		if errors.Is(err, broker.ErrExists) {
+			return r.recordResult(ctx, res)
+		}
+	}
 	if errors.Is(err, errAlreadyFinal) || errors.Is(err, broker.ErrNotFound) {
 		return nil
 	}

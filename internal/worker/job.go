@@ -28,6 +28,9 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 			"(each time its worker crashed or lost the tenant's lease); last error: %q", rec.Attempts, rec.LastError), log)
 		return true
 	case err != nil:
+		if o.lost() {
+			return false
+		}
 		log.ErrorContext(o.ctx, "mark job running; retrying", slog.Any("err", err))
 		_ = d.Retry(o.ctx, time.Second)
 		return true
@@ -66,7 +69,7 @@ func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 	}
 	rec, err := o.b.Jobs.Update(o.ctx, job.ID, mark)
 	if errors.Is(err, broker.ErrNotFound) {
-		err = o.b.Jobs.Create(o.ctx, broker.JobRecord{Job: job, State: broker.StateQueued})
+		err = o.b.Jobs.Create(o.ctx, broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued})
 		if err == nil || errors.Is(err, broker.ErrExists) {
 			rec, err = o.b.Jobs.Update(o.ctx, job.ID, mark)
 		}
@@ -93,24 +96,28 @@ func (o *ownership) process(shutdown context.Context, d broker.Delivery, rec bro
 		context.AfterFunc(jctx, func() { t.Stop() })
 	})
 	defer stopGrace()
-	task := Task{Job: rec.Job, Attempt: rec.Attempts, Worker: o.w.id, LeaseToken: o.token, CheckLease: o.checkLease}
+	task := Task{Job: d.Job(), Attempt: rec.Attempts, Worker: o.w.id, LeaseToken: o.token, CheckLease: o.checkLease}
 	out, err := o.w.cfg.Processor.Process(jctx, task)
+	o.mu.Lock()
+	o.cur = nil // no interrupt can land between the processor's return and reading its cause
+	o.mu.Unlock()
+	stopGrace()
 	return out, err, context.Cause(jctx)
 }
 
 // settle turns the processor's return into the job's next state.
 func (o *ownership) settle(d broker.Delivery, rec broker.JobRecord, out Outcome, perr, cause error, log *slog.Logger) bool {
 	switch {
-	case o.lost():
+	case o.lost() || errors.Is(perr, broker.ErrLeaseLost):
 		log.WarnContext(o.ctx, "lease lost during job; leaving it to the next owner")
 		return false
+	case perr == nil: // finished: a late interrupt or shutdown changes nothing
+		o.finish(d, rec, broker.StateDone, out, nil, log)
 	case errors.Is(cause, ErrShutdown):
 		o.handBack(d, rec, log)
 		return false
 	case errors.Is(cause, ErrInterrupted):
 		o.finish(d, rec, broker.StateInterrupted, out, ErrInterrupted, log)
-	case perr == nil:
-		o.finish(d, rec, broker.StateDone, out, nil, log)
 	case errors.Is(perr, ErrPermanent):
 		o.finish(d, rec, broker.StateFailed, out, perr, log)
 	case rec.Failures+1 < o.w.cfg.MaxAttempts:
@@ -172,6 +179,10 @@ func (o *ownership) finish(d broker.Delivery, rec broker.JobRecord, state broker
 
 // resettle publishes a final record's result (de-duplicated by job id) and settles the message.
 func (o *ownership) resettle(d broker.Delivery, rec broker.JobRecord, log *slog.Logger) {
+	if rec.Result == nil { // a final record without a result (older data): still tell the sender
+		res := o.result(rec, rec.State, Outcome{}, errors.New(rec.LastError))
+		rec.Result = &res
+	}
 	if rec.Result != nil {
 		if err := o.b.Results.Publish(o.ctx, *rec.Result); err != nil {
 			log.ErrorContext(o.ctx, "publish result; will retry", slog.Any("err", err))
@@ -195,6 +206,8 @@ func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome
 	res := broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: rec.Job.Thread, State: state,
 		Summary: out.Summary, ExitCode: out.ExitCode, OutputTail: out.OutputTail, Attempt: rec.Attempts,
 		Worker: o.w.id, LeaseToken: o.token, FinishedAt: now, Details: out.Details}
+	job := rec.Job.WithoutData()
+	res.Job = &job
 	if !rec.StartedAt.IsZero() {
 		res.Duration = now.Sub(rec.StartedAt)
 	}

@@ -165,7 +165,8 @@ func (o *ownership) renew(hb time.Duration) bool {
 	o.mu.Lock()
 	old, cur := o.lease, o.cur
 	o.mu.Unlock()
-	ctx, cancel := context.WithDeadline(o.ctx, old.ExpiresAt)
+	margin := hb / 4 // act before the lease can expire under us
+	ctx, cancel := context.WithDeadline(o.ctx, old.ExpiresAt.Add(-margin))
 	defer cancel()
 	l, err := o.b.Leases.Renew(ctx, old)
 	if err == nil {
@@ -177,7 +178,7 @@ func (o *ownership) renew(hb time.Duration) bool {
 		}
 		return true
 	}
-	if errors.Is(err, broker.ErrLeaseLost) || time.Until(old.ExpiresAt) <= hb/2 {
+	if errors.Is(err, broker.ErrLeaseLost) || time.Until(old.ExpiresAt) <= hb+margin {
 		o.lose(err)
 		return false
 	}
@@ -236,13 +237,11 @@ func (o *ownership) checkLease(ctx context.Context) error {
 		return broker.ErrLeaseLost
 	}
 	l, err := o.b.Leases.Get(ctx, o.tenant)
-	if errors.Is(err, broker.ErrNotFound) {
-		return broker.ErrLeaseLost
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, broker.ErrNotFound) {
 		return err
 	}
-	if l.Token != o.token {
+	if err != nil || l.Token != o.token {
+		o.lose(broker.ErrLeaseLost) // someone else owns the tenant now: stop everything
 		return broker.ErrLeaseLost
 	}
 	return nil

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Workspace is one tenant's working copy.
@@ -43,6 +45,9 @@ type Change struct {
 func (w *Workspace) Sync(ctx context.Context) error {
 	if _, err := w.git(ctx, "rev-parse", "--git-dir"); err != nil {
 		return w.clone(ctx)
+	}
+	if err := w.clearLocks(); err != nil {
+		return err
 	}
 	if _, err := w.git(ctx, "remote", "set-url", "origin", w.Remote); err != nil {
 		return err
@@ -209,8 +214,25 @@ func (w *Workspace) git(ctx context.Context, args ...string) (string, error) {
 	return out.String(), nil
 }
 
+// clearLocks removes lock files a git process killed mid-command left behind. The caller
+// holds the tenant's lease, so no other git process works in this repository.
+func (w *Workspace) clearLocks() error {
+	for _, pattern := range []string{"*.lock", "refs/heads/*.lock", "refs/remotes/origin/*.lock"} {
+		locks, _ := filepath.Glob(filepath.Join(w.Dir, ".git", pattern))
+		for _, l := range locks {
+			if err := os.Remove(l); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("workspace: remove stale %s: %w", l, err)
+			}
+		}
+	}
+	return nil
+}
+
 func (w *Workspace) command(ctx context.Context, dir string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "git", args...)
+	// On cancellation ask git to stop (it cleans up its locks) before killing it.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
 	cmd.Env = append(cmd.Env, w.Env...)

@@ -147,3 +147,21 @@ func TestPushWithTokenNeverInURLOrError(t *testing.T) {
 		t.Fatalf("credentials in a URL leaked into the error: %v", err)
 	}
 }
+
+// TestStaleLockFromAKilledGitIsCleared: a git killed mid-command leaves .git/index.lock; the
+// next sync (under the tenant's lease) removes it so the tenant is not stuck forever.
+func TestStaleLockFromAKilledGitIsCleared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ws := &workspace.Workspace{Dir: filepath.Join(t.TempDir(), "w"), Remote: origin(t)}
+	if err := ws.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(ws.Dir, ".git", "index.lock"), "")
+	if err := ws.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Checkout(ctx, "thread-t1", "main"); err != nil {
+		t.Fatalf("checkout after a stale lock: %v", err)
+	}
+}

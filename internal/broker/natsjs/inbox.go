@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -24,6 +25,10 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 		return fmt.Errorf("natsjs: encode job %s: %w", job.ID, err)
 	}
 	_, err = in.a.js.Publish(ctx, subjInbox+job.Tenant.Subject(), data, jetstream.WithMsgID(job.ID))
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("%w: the job with its attachments is %d MB; the engine accepts %d MB (send smaller attachments)",
+			broker.ErrTooLarge, len(data)>>20, in.a.nc.MaxPayload()>>20)
+	}
 	if err != nil {
 		return ctxErr(ctx, fmt.Errorf("natsjs: publish job %s: %w", job.ID, err))
 	}
@@ -182,7 +187,12 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 		}
 		return nil, fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
 	}
-	return newDelivery(q, m)
+	d, err := newDelivery(q, m)
+	if err != nil {
+		_ = m.Term() // undecodable: it could never run, and would pin its owner forever
+		return nil, broker.ErrNoMessage
+	}
+	return d, nil
 }
 
 func (q *queue) Close(ctx context.Context) error {

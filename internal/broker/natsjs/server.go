@@ -85,6 +85,8 @@ func serverOptions(cfg ServerConfig) (*server.Options, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		DontListen: cfg.Listen == "",
+		// Jobs carry their attachments: 25 MB of mail in base64 JSON fits in 64 MB.
+		MaxPayload: 64 << 20,
 		Username:   cfg.User,
 		Password:   cfg.Password,
 	}

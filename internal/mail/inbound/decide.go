@@ -2,9 +2,12 @@ package inbound
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/intake"
@@ -66,14 +69,14 @@ func (in *Inbound) admit(r *Report, count bool) Decision {
 	}
 	now := in.cfg.Now()
 	tenantKey := r.Thread.Project + "/" + r.Thread.User
-	for _, l := range []struct {
-		lim *limiter
-		key string
-	}{{in.perSender, r.From}, {in.perTenant, tenantKey}} {
-		if ok, first := l.lim.allow(l.key, now); !ok {
-			return Decision{Action: "refuse", Reason: "rate limited: too many instructions in the last hour from " + l.key, Reply: first}
-		}
+	if ok, first := in.perSender.allow(r.From, now); !ok {
+		return Decision{Action: "refuse", Reason: "rate limited: too many instructions in the last hour from " + r.From, Reply: first}
 	}
+	if ok, first := in.perTenant.allow(tenantKey, now); !ok {
+		in.perSender.refund(r.From)
+		return Decision{Action: "refuse", Reason: "rate limited: too many instructions in the last hour for " + tenantKey, Reply: first}
+	}
+	r.counted = true
 	return Decision{Action: "run", Reason: "authenticated sender, " + r.Thread.By}
 }
 
@@ -168,8 +171,18 @@ func (in *Inbound) bySender(ctx context.Context, env intake.Envelope, r *Report)
 	if err != nil {
 		return p, err
 	}
-	r.Thread = Resolution{By: "sender", Project: p.ID, User: p.Senders[strings.ToLower(r.From)], Thread: router.NewThreadID(), New: true}
+	r.Thread = Resolution{By: "sender", Project: p.ID, User: p.Senders[strings.ToLower(r.From)], Thread: newThreadID(env, r), New: true}
 	return p, nil
+}
+
+// newThreadID is derived from the spooled message, so handling it again (after a crash or a
+// temporary failure) names the same new thread.
+func newThreadID(env intake.Envelope, r *Report) string {
+	if env.ReceivedAt.IsZero() {
+		return router.NewThreadID()
+	}
+	sum := sha256.Sum256([]byte(env.ReceivedAt.UTC().Format(time.RFC3339Nano) + "\x00" + r.MessageID + "\x00" + r.From))
+	return "t" + hex.EncodeToString(sum[:6])
 }
 
 func pick(matches []project.Project, rcpts []string) (project.Project, error) {

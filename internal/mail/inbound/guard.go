@@ -74,3 +74,16 @@ func (l *limiter) allow(key string, now time.Time) (ok, firstRefusal bool) {
 	w.notified = true
 	return false, first
 }
+
+// refund takes back one event counted for key (its message could not be submitted and will be
+// handled again).
+func (l *limiter) refund(key string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w := l.counts[key]; w != nil && w.n > 0 {
+		w.n--
+	}
+}

@@ -121,6 +121,7 @@ type Report struct {
 	msg         *message.Message
 	raw         []byte
 	proj        project.Project
+	counted     bool // the rate limits counted this message
 }
 
 // Resolution is how the tenant and thread were found.
@@ -193,7 +194,11 @@ func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte)
 		slog.String("action", r.Decision.Action), slog.String("reason", r.Decision.Reason))
 	switch r.Decision.Action {
 	case "run":
-		if err = in.submit(ctx, env, r); err == nil && r.proj.Acknowledge && r.JobID != "" {
+		if err = in.submit(ctx, env, r); err != nil && r.counted {
+			in.perSender.refund(r.From) // it will be handled again; count it then
+			in.perTenant.refund(r.Thread.Project + "/" + r.Thread.User)
+		}
+		if err == nil && r.proj.Acknowledge && r.JobID != "" {
 			if rec, gerr := in.cfg.Jobs.Get(ctx, r.JobID); gerr == nil {
 				err = in.Acknowledge(ctx, rec.Job)
 			}
@@ -283,6 +288,6 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 	if err != nil {
 		return fmt.Errorf("inbound: submit: %w", err)
 	}
-	r.JobID = rec.Job.ID
+	r.JobID, r.Thread.Thread = rec.Job.ID, rec.Job.Thread
 	return nil
 }

@@ -22,6 +22,9 @@ func (in *Inbound) OnResult(ctx context.Context, res broker.Result) error {
 		return nil
 	}
 	rec, err := in.cfg.Jobs.Get(ctx, res.JobID)
+	if errors.Is(err, broker.ErrNotFound) && res.Job != nil {
+		rec, err = broker.JobRecord{Job: *res.Job, Attempts: res.Attempt}, nil
+	}
 	if errors.Is(err, broker.ErrNotFound) {
 		return nil
 	}
