@@ -160,7 +160,8 @@ func (s *Server) accepted() {
 	}
 }
 
-// handleLoop hands spooled messages to the handler, oldest first.
+// handleLoop hands spooled messages to the handler, oldest first; a message whose handling
+// fails (temporarily) holds back the ones after it, so instructions keep their order.
 func (s *Server) handleLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.RetryEvery)
 	defer t.Stop()
@@ -182,25 +183,26 @@ func (s *Server) drain(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() != nil || !s.handleOne(ctx, id) {
+			return // keep arrival order: later messages wait for the one that failed
 		}
-		s.handleOne(ctx, id)
 	}
 }
 
-func (s *Server) handleOne(ctx context.Context, id string) {
+// handleOne hands one spooled message to the handler; false means it failed and stays.
+func (s *Server) handleOne(ctx context.Context, id string) bool {
 	env, raw, err := s.spool.read(id)
 	if err == nil {
 		err = s.cfg.Handler(ctx, env, raw)
 	}
 	if err != nil {
 		s.cfg.Logger.WarnContext(ctx, "mail handling failed; will retry", slog.String("spool", id), slog.Any("err", err))
-		return
+		return false
 	}
 	if err := s.spool.done(id); err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "remove handled mail from spool", slog.Any("err", err))
 	}
+	return true
 }
 
 // session is one SMTP conversation.
