@@ -192,9 +192,11 @@ func (s *Server) drain(ctx context.Context) {
 // handleOne hands one spooled message to the handler; false means it failed and stays.
 func (s *Server) handleOne(ctx context.Context, id string) bool {
 	env, raw, err := s.spool.read(id)
-	if err == nil {
-		err = s.cfg.Handler(ctx, env, raw)
+	if err != nil { // an unreadable entry must not hold back every later message
+		s.cfg.Logger.ErrorContext(ctx, "unreadable spool entry set aside", slog.String("spool", id), slog.Any("err", err))
+		return s.spool.quarantine(id) == nil
 	}
+	err = s.cfg.Handler(ctx, env, raw)
 	if err != nil {
 		s.cfg.Logger.WarnContext(ctx, "mail handling failed; will retry", slog.String("spool", id), slog.Any("err", err))
 		return false
