@@ -175,6 +175,8 @@ type Results interface {
 // ResultDelivery is one received result.
 type ResultDelivery interface {
 	Result() Result
+	// Attempt is how many times this result has been delivered (1 first).
+	Attempt() int
 	// Ack removes the result from the router's queue. Idempotent.
 	Ack(ctx context.Context) error
 }

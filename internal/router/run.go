@@ -129,20 +129,25 @@ func (r *Router) consumeResults(ctx context.Context) {
 func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {
 	res := d.Result()
 	log := r.log.With(slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID))
-	if err := r.recordResult(ctx, res); err != nil {
-		log.WarnContext(ctx, "record result; will be delivered again", slog.Any("err", err))
-		return
+	err := r.recordResult(ctx, res)
+	if err == nil && r.cfg.OnResult != nil {
+		err = r.cfg.OnResult(ctx, res)
 	}
-	if r.cfg.OnResult != nil {
-		if err := r.cfg.OnResult(ctx, res); err != nil {
-			log.WarnContext(ctx, "handle result; will be delivered again", slog.Any("err", err))
-			return
-		}
-	} else {
+	switch {
+	case err != nil && d.Attempt() < maxResultAttempts:
+		log.WarnContext(ctx, "handle result; will be delivered again", slog.Int("attempt", d.Attempt()), slog.Any("err", err))
+		return
+	case err != nil: // a result that can never be handled must not hold up everyone's replies
+		log.ErrorContext(ctx, "giving up on a result after repeated failures", slog.Int("attempt", d.Attempt()), slog.Any("err", err))
+	case r.cfg.OnResult == nil:
 		log.InfoContext(ctx, "result", slog.String("state", string(res.State)), slog.Duration("duration", res.Duration))
 	}
 	_ = d.Ack(ctx)
 }
+
+// maxResultAttempts bounds redeliveries of a result whose handling keeps failing (about
+// 10 minutes at the results consumer's 30 s AckWait).
+const maxResultAttempts = 20
 
 // recordResult makes the job's record final from its result when the record lags: records
 // persist asynchronously, the results stream does not.

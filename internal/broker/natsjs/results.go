@@ -45,16 +45,22 @@ func (r *results) Next(ctx context.Context) (broker.ResultDelivery, error) {
 			_ = m.Term()
 			continue
 		}
-		return &resultDelivery{res: res, m: m}, nil
+		d := &resultDelivery{res: res, m: m, attempt: 1}
+		if meta, err := m.Metadata(); err == nil {
+			d.attempt = int(meta.NumDelivered)
+		}
+		return d, nil
 	}
 }
 
 type resultDelivery struct {
-	res broker.Result
-	m   jetstream.Msg
+	res     broker.Result
+	m       jetstream.Msg
+	attempt int
 }
 
 func (d *resultDelivery) Result() broker.Result { return d.res }
+func (d *resultDelivery) Attempt() int          { return d.attempt }
 
 func (d *resultDelivery) Ack(ctx context.Context) error {
 	err := d.m.Ack()
