@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -18,11 +20,24 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "lease TTL for the failover case")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync every write (compare with the durable default)")
 	fs.StringVar(&only, "only", "", "comma-separated cases to run: dispatch,throughput,failover,fairness")
+	var profile string
+	fs.StringVar(&profile, "cpuprofile", "", "write this process's CPU profile to a file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if only != "" {
 		cfg.Only = strings.Split(only, ",")
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	return bench.Run(ctx, cfg)
 }
