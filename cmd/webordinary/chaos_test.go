@@ -86,7 +86,7 @@ func (c *cluster) killAtRandom(t *testing.T) (stop func() int) {
 			c.mu.Lock()
 			var workers []int
 			for i, p := range c.procs {
-				if p != c.serveP && p.ProcessState == nil {
+				if p != c.serveP && !c.exited[p] {
 					workers = append(workers, i)
 				}
 			}

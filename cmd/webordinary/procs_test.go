@@ -26,6 +26,7 @@ type cluster struct {
 	agent  string
 	mu     sync.Mutex
 	procs  []*exec.Cmd
+	exited map[*exec.Cmd]bool
 	serveP *exec.Cmd
 }
 
@@ -57,7 +58,16 @@ func (c *cluster) start(args ...string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	go func() { _ = cmd.Wait(); log.Close() }()
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		c.mu.Lock()
+		if c.exited == nil {
+			c.exited = map[*exec.Cmd]bool{}
+		}
+		c.exited[cmd] = true
+		c.mu.Unlock()
+	}()
 	c.mu.Lock()
 	c.procs = append(c.procs, cmd)
 	c.mu.Unlock()
