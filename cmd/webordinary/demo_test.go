@@ -20,6 +20,11 @@ func TestDemoQuickStart(t *testing.T) {
 	if !strings.Contains(out, "result: done") || !strings.Contains(out, "DEMO agent (literal edits, not AI") {
 		t.Fatalf("demo output:\n%s", out)
 	}
+	// Running it again on the same data follows the new email's job, not the first one.
+	again := c.cli(t, "demo", "--data", data, "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--smtp", "127.0.0.1:0", "--agent", "demo", "--exit")
+	if first, second := between(out, "demo: job ", " "), between(again, "demo: job ", " "); first == "" || first == second {
+		t.Fatalf("second demo followed job %q, the first ran %q:\n%s", second, first, again)
+	}
 	reply := between(out, "threaded reply to "+demoSender+": ", " (")
 	raw, err := os.ReadFile(reply)
 	if err != nil || !strings.Contains(string(raw), "In-Reply-To:") {

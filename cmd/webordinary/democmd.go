@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/mail"
 	"net/smtp"
 	"os"
 	"os/exec"
@@ -106,11 +107,16 @@ func (f *demoFlags) walkthrough(ctx context.Context, data string, urls map[strin
 	if err != nil {
 		return err
 	}
+	parsed, err := mail.ReadMessage(bytes.NewReader(msg))
+	if err != nil {
+		return err
+	}
+	msgID := strings.Trim(parsed.Header.Get("Message-Id"), "<> ")
 	say("emailing %q from %s to edit@edit.localhost via smtp://%s", demo.SampleInstruction, demoSender, urls["smtp"])
 	if err := smtp.SendMail(urls["smtp"], nil, demoSender, []string{"edit@edit.localhost"}, msg); err != nil {
 		return fmt.Errorf("send the sample email: %w", err)
 	}
-	rec, err := follow(ctx, urls["api"], say)
+	rec, err := follow(ctx, urls["api"], msgID, say)
 	if err != nil {
 		return err
 	}
@@ -208,8 +214,9 @@ func putProject(ctx context.Context, srv string, p project.Project) error {
 	return doJSON(req, http.StatusOK, &saved)
 }
 
-// follow prints the job's progress (accepted, claimed, running, final) until it ends.
-func follow(ctx context.Context, srv string, say func(string, ...any)) (broker.JobRecord, error) {
+// follow prints the progress (accepted, claimed, running, final) of the job carried by the
+// email msgID until it ends.
+func follow(ctx context.Context, srv, msgID string, say func(string, ...any)) (broker.JobRecord, error) {
 	var last string
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -218,7 +225,7 @@ func follow(ctx context.Context, srv string, say func(string, ...any)) (broker.J
 			return broker.JobRecord{}, err
 		}
 		for _, j := range st.Jobs {
-			if j.Job.From != demoSender {
+			if j.Job.MessageID != msgID {
 				continue
 			}
 			if line := progressLine(j, st); line != last {
