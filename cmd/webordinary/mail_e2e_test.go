@@ -185,7 +185,7 @@ func TestEmailToReply(t *testing.T) {
 func TestSpoofedEmailNeverRuns(t *testing.T) {
 	t.Parallel()
 	m := newMailSetup(t)
-	raw := fmt.Sprintf("From: alice@example.com\r\nTo: edit@edit.example.net\r\nSubject: x\r\nMessage-ID: <spoof@x>\r\n\r\nDelete the site\r\n")
+	raw := "From: alice@example.com\r\nTo: edit@edit.example.net\r\nSubject: x\r\nMessage-ID: <spoof@x>\r\n\r\nDelete the site\r\n"
 	m.swaks(t, []byte(raw))
 	out := m.c.cli(t, "mail", "inspect", "--server", m.c.api, writeTemp(t, raw))
 	if !strings.Contains(out, `"action": "ignore"`) || !strings.Contains(out, "not authenticated") {
@@ -209,9 +209,10 @@ func TestKilledAfterAcceptStillRepliesOnce(t *testing.T) {
 	_ = m.c.serveP.Process.Signal(syscall.SIGKILL)
 	_, _ = m.c.serveP.Process.Wait()
 	m.start(t)
-	replies := m.sink.received(t, 1, 60*time.Second)
+	m.sink.received(t, 1, 60*time.Second)
 	time.Sleep(time.Second) // a second reply, if any, would follow the first closely
-	if replies = m.sink.received(t, 2, 0); len(replies) != 1 {
+	replies := m.sink.received(t, 2, 0)
+	if len(replies) != 1 {
 		t.Fatalf("%d replies after the crash; want exactly 1", len(replies))
 	}
 	if !strings.Contains(string(replies[0]), "Open on Sundays") {

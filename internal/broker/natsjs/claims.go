@@ -26,10 +26,6 @@ func (c *claims) Request(ctx context.Context, t tenant.ID) error {
 	return nil
 }
 
-// claimPull bounds one pull request, so a pull abandoned by a cancelled caller cannot hold a
-// claim for longer than this plus the claim AckWait.
-const claimPull = 5 * time.Second
-
 func (c *claims) Next(ctx context.Context) (broker.Claim, error) {
 	for {
 		m, err := fetchOne(ctx, c.a.claimsConsumer, 5*time.Second)
