@@ -85,17 +85,11 @@ func (o *ownership) process(shutdown context.Context, d broker.Delivery, rec bro
 	o.mu.Lock()
 	o.cur = &current{id: rec.Job.ID, d: d, cancel: cancel}
 	o.mu.Unlock()
-	defer func() {
-		o.mu.Lock()
-		o.cur = nil
-		o.mu.Unlock()
-		o.w.set("owning", o.leaseNow(), "")
-	}()
+	defer o.w.set("owning", o.leaseNow(), "")
 	stopGrace := context.AfterFunc(shutdown, func() {
 		t := time.AfterFunc(o.w.cfg.ShutdownGrace, func() { cancel(ErrShutdown) })
 		context.AfterFunc(jctx, func() { t.Stop() })
 	})
-	defer stopGrace()
 	task := Task{Job: d.Job(), Attempt: rec.Attempts, Worker: o.w.id, LeaseToken: o.token, CheckLease: o.checkLease}
 	out, err := o.w.cfg.Processor.Process(jctx, task)
 	o.mu.Lock()
