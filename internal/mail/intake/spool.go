@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/durable"
 )
 
 // spool keeps accepted messages as <id>.eml plus <id>.json (the envelope) in a directory.
@@ -25,6 +27,9 @@ type spool struct {
 
 func openSpool(dir string) (*spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("intake: spool %s: %w", dir, err)
+	}
+	if err := durable.RemoveTemps(dir); err != nil {
 		return nil, fmt.Errorf("intake: spool %s: %w", dir, err)
 	}
 	return &spool{dir: dir}, nil
@@ -42,41 +47,13 @@ func (s *spool) nextID() string {
 func (s *spool) write(env Envelope, raw []byte) (string, error) {
 	id := s.nextID()
 	meta, _ := json.Marshal(env)
-	if err := writeSynced(filepath.Join(s.dir, id+".json"), meta); err != nil {
+	if err := durable.Write(s.dir, id+".json", meta); err != nil {
 		return "", err
 	}
-	if err := writeSynced(filepath.Join(s.dir, id+".eml"), raw); err != nil {
+	if err := durable.Write(s.dir, id+".eml", raw); err != nil {
 		return "", err
 	}
-	return id, syncDir(s.dir)
-}
-
-func writeSynced(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return id, durable.SyncDir(s.dir) // one directory fsync makes both renames durable
 }
 
 // pending lists spooled messages, oldest first. A message whose envelope was written but

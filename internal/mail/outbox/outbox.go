@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/durable"
 )
 
 // Config configures an Outbox.
@@ -112,7 +114,7 @@ func (o *Outbox) recover() error {
 	}
 	for key, m := range queued {
 		if t, ok := o.spool.sentAt(key); ok && !t.Before(m.Enqueued) {
-			if err := removeFile(o.spool.path(queueDir), key+msgExt); err != nil {
+			if err := durable.Remove(o.spool.path(queueDir), key+msgExt); err != nil {
 				return err
 			}
 			delete(queued, key)

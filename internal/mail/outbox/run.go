@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/durable"
 )
 
 // maxBackoff caps the delay between attempts.
@@ -129,7 +131,7 @@ func (o *Outbox) succeeded(ctx context.Context, key string, m meta) {
 	if err := o.spool.markSent(key, o.cfg.Now()); err != nil {
 		o.log.WarnContext(ctx, "outbox: record delivery", slog.String("message_id", m.MessageID), slog.Any("err", err))
 	}
-	if err := removeFile(o.spool.path(queueDir), key+msgExt); err != nil {
+	if err := durable.Remove(o.spool.path(queueDir), key+msgExt); err != nil {
 		o.log.ErrorContext(ctx, "outbox: remove sent message from queue", slog.String("message_id", m.MessageID), slog.Any("err", err))
 	}
 	delete(o.queued, key)
@@ -170,7 +172,7 @@ func (o *Outbox) park(ctx context.Context, key string, m meta, msg []byte) {
 		o.queued[key] = m
 		return
 	}
-	if err := removeFile(o.spool.path(queueDir), key+msgExt); err != nil {
+	if err := durable.Remove(o.spool.path(queueDir), key+msgExt); err != nil {
 		o.log.ErrorContext(ctx, "outbox: remove parked message from queue", slog.String("message_id", m.MessageID), slog.Any("err", err))
 	}
 	delete(o.queued, key)

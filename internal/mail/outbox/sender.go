@@ -9,6 +9,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/webordinary/webordinary/internal/durable"
 )
 
 // Delivery failures are classified with these sentinels (test with errors.Is). A Sender wraps
@@ -83,7 +85,7 @@ func (d Dir) Send(ctx context.Context, _ string, _ []string, msg []byte) error {
 	if err := os.MkdirAll(d.Path, 0o755); err != nil {
 		return temporary("dir outbox", err)
 	}
-	if err := writeFileAtomic(d.Path, fileName(id)+".eml", msg); err != nil {
+	if err := durable.WriteFile(d.Path, fileName(id)+".eml", msg); err != nil {
 		return temporary("dir outbox", err)
 	}
 	return nil

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/durable"
 )
 
 // The spool directory holds:
@@ -103,7 +105,7 @@ func (s spool) init() error {
 		if err := os.MkdirAll(s.path(sub), 0o700); err != nil {
 			return err
 		}
-		if err := removeTemps(s.path(sub)); err != nil {
+		if err := durable.RemoveTemps(s.path(sub)); err != nil {
 			return err
 		}
 	}
@@ -116,7 +118,7 @@ func (s spool) write(sub, key string, m meta, msg []byte) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(s.path(sub), key+msgExt, data)
+	return durable.WriteFile(s.path(sub), key+msgExt, data)
 }
 
 // load reads the meta of every queued message. Records it cannot read are moved to
@@ -147,7 +149,7 @@ func (s spool) quarantine(key string) error {
 	if err := os.Rename(from, filepath.Join(s.path(failedDir), key+".corrupt")); err != nil {
 		return err
 	}
-	return syncDir(s.path(queueDir))
+	return durable.SyncDir(s.path(queueDir))
 }
 
 // list returns the keys of the records in sub.
@@ -167,7 +169,7 @@ func (s spool) list(sub string) ([]string, error) {
 
 // markSent records that key was delivered at t.
 func (s spool) markSent(key string, t time.Time) error {
-	return writeFileAtomic(s.path(sentDir), key, []byte(t.UTC().Format(time.RFC3339Nano)))
+	return durable.WriteFile(s.path(sentDir), key, []byte(t.UTC().Format(time.RFC3339Nano)))
 }
 
 // sentAt returns when key was delivered, if it is recorded.
@@ -187,7 +189,7 @@ func (s spool) pruneSent(now time.Time) error {
 		return err
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) {
+		if strings.HasPrefix(e.Name(), durable.TempPrefix) {
 			continue
 		}
 		if t, ok := s.sentAt(e.Name()); !ok || now.Sub(t) > sentMemory {
@@ -213,7 +215,7 @@ func (s spool) countFailed() (int, error) {
 	}
 	n := 0
 	for _, e := range entries {
-		if !e.IsDir() && !strings.HasPrefix(e.Name(), tempPrefix) {
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), durable.TempPrefix) {
 			n++
 		}
 	}
