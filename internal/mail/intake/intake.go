@@ -145,8 +145,12 @@ func (s *Server) Run(ctx context.Context) error {
 		<-ctx.Done()
 		_ = s.smtp.Close()
 	}()
-	go s.handleLoop(ctx)
+	hctx, stop := context.WithCancel(ctx)
+	handled := make(chan struct{})
+	go func() { defer close(handled); s.handleLoop(hctx) }()
 	err := s.smtp.Serve(s.ln)
+	stop()
+	<-handled // the spool is not touched after Run returns
 	if ctx.Err() != nil {
 		return nil
 	}

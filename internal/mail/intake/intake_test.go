@@ -167,8 +167,9 @@ func BenchmarkAcceptDurably(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = s.Run(ctx) }()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	defer func() { cancel(); <-done }() // stop before the spool directory is removed
 	addr := s.Addr().String()
 	b.SetParallelism(2) // 2 × GOMAXPROCS(2) = 4 clients
 	start := time.Now()
