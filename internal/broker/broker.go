@@ -211,7 +211,8 @@ type Jobs interface {
 	// Update applies fn to the current record and stores it with compare-and-set, retrying on
 	// concurrent writers. fn may be called more than once; returning an error aborts.
 	Update(ctx context.Context, id string, fn func(*JobRecord) error) (JobRecord, error)
-	// Recent returns up to n records, newest first.
+	// Recent returns up to n records, newest (by job id) first. Its cost follows n, not the
+	// number of records kept: status pages poll it.
 	Recent(ctx context.Context, n int) ([]JobRecord, error)
 	// Wait returns the record once until(rec) holds, or when ctx ends.
 	Wait(ctx context.Context, id string, until func(JobRecord) bool) (JobRecord, error)

@@ -17,6 +17,7 @@ func jobContracts() []contract {
 		{"ConcurrentUpdates", testJobsConcurrentUpdates},
 		{"UpdateErrorAborts", testJobsUpdateAborts},
 		{"RecentNewestFirst", testJobsRecent},
+		{"RecentDespiteManyUpdates", testJobsRecentAfterUpdates},
 		{"WaitForFinalState", testJobsWait},
 	}
 }
@@ -107,6 +108,23 @@ func testJobsRecent(t *testing.T, h Harness) {
 	slices.Reverse(ids)
 	expectRecent(t, ctx, b.Jobs, 3, ids[:3])
 	expectRecent(t, ctx, b.Jobs, 10, ids)
+}
+
+// testJobsRecentAfterUpdates: records written many times since do not hide newer ones.
+func testJobsRecentAfterUpdates(t *testing.T, h Harness) {
+	ctx, b := h.setup(t)
+	var ids []string
+	for i := range 5 {
+		rec := newRecord(tenantA, i)
+		fatalIfErr(t, b.Jobs.Create(ctx, rec), "create")
+		ids = append(ids, rec.Job.ID)
+	}
+	for range 30 {
+		_, err := b.Jobs.Update(ctx, ids[0], func(r *broker.JobRecord) error { r.Attempts++; return nil })
+		fatalIfErr(t, err, "update the oldest record")
+	}
+	slices.Reverse(ids)
+	expectRecent(t, ctx, b.Jobs, 3, ids[:3])
 }
 
 func expectRecent(t *testing.T, ctx context.Context, jobs broker.Jobs, n int, want []string) {

@@ -6,13 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
 )
 
-type jobs struct{ kv jetstream.KeyValue }
+type jobs struct {
+	kv jetstream.KeyValue
+	s  jetstream.Stream
+}
 
 var _ broker.Jobs = (*jobs)(nil)
 
@@ -69,27 +74,66 @@ func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord)
 	}
 }
 
+// Recent reads the tail of the bucket's stream rather than listing every key: the newest
+// records are among the latest writes. It widens the window until it holds n records (or the
+// whole stream), so its cost follows n, not the number of jobs kept.
 func (j *jobs) Recent(ctx context.Context, n int) ([]broker.JobRecord, error) {
-	lister, err := j.kv.ListKeys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
+	info, err := j.s.Info(ctx)
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: recent jobs: %w", err))
+	}
+	first, last := info.State.FirstSeq, info.State.LastSeq
+	if n <= 0 || info.State.Msgs == 0 {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("natsjs: list job records: %w", err))
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	slices.Reverse(keys)
-	out := make([]broker.JobRecord, 0, min(n, len(keys)))
-	for _, k := range keys[:min(n, len(keys))] {
-		if rec, err := j.Get(ctx, k); err == nil {
-			out = append(out, rec)
+	for window := uint64(4 * n); ; window *= 2 {
+		start := first
+		if last >= window && last-window+1 > first {
+			start = last - window + 1
+		}
+		recs, err := j.readFrom(ctx, start, last)
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) >= n || start == first {
+			slices.SortFunc(recs, func(a, b broker.JobRecord) int { return strings.Compare(b.Job.ID, a.Job.ID) })
+			return recs[:min(n, len(recs))], nil
 		}
 	}
-	return out, ctx.Err()
+}
+
+// readFrom returns the current records written between stream sequences start and last.
+func (j *jobs) readFrom(ctx context.Context, start, last uint64) ([]broker.JobRecord, error) {
+	c, err := j.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start})
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: recent jobs: %w", err))
+	}
+	var out []broker.JobRecord
+	for {
+		batch, err := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return nil, ctxErr(ctx, fmt.Errorf("natsjs: recent jobs: %w", err))
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil || meta.Sequence.Stream > last {
+				return out, nil
+			}
+			var rec broker.JobRecord
+			if m.Headers().Get("KV-Operation") == "" && json.Unmarshal(m.Data(), &rec) == nil {
+				out = append(out, rec)
+			}
+			if meta.Sequence.Stream == last {
+				return out, nil
+			}
+		}
+		if got == 0 {
+			return out, ctx.Err()
+		}
+	}
 }
 
 func (j *jobs) Wait(ctx context.Context, id string, until func(broker.JobRecord) bool) (broker.JobRecord, error) {

@@ -84,7 +84,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		Leases:   &leases{kv: a.leases, js: js},
 		Results:  &results{a: a},
 		Signals:  &signals{nc: nc},
-		Jobs:     &jobs{kv: a.jobs},
+		Jobs:     &jobs{kv: a.jobs, s: a.jobsStream},
 		Presence: &presence{a: a},
 		Table:    a.table,
 		Close:    func() error { return nil },
@@ -100,6 +100,7 @@ type adapter struct {
 	claimsConsumer              jetstream.Consumer
 	resultsConsumer             jetstream.Consumer
 	leases, jobs, workers       jetstream.KeyValue
+	jobsStream                  jetstream.Stream // the stream under the jobs bucket
 }
 
 func (a *adapter) setup(ctx context.Context) error {
@@ -193,7 +194,8 @@ func (a *adapter) jobsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if a.cfg.Replicas == 1 {
 		cfg.PersistMode = jetstream.AsyncPersistMode
 	}
-	if _, err := a.stream(ctx, cfg); err != nil {
+	var err error
+	if a.jobsStream, err = a.stream(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucketJobs, err)
 	}
 	kv, err := a.js.KeyValue(ctx, bucketJobs)
