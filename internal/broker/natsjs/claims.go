@@ -27,28 +27,17 @@ func (c *claims) Request(ctx context.Context, t tenant.ID) error {
 }
 
 func (c *claims) Next(ctx context.Context) (broker.Claim, error) {
-	for {
-		m, err := fetchOne(ctx, c.a.claimsConsumer, 5*time.Second)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if errors.Is(err, broker.ErrNoMessage) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("natsjs: next claim: %w", err)
-		}
+	return nextMsg(ctx, c.a.claimsConsumer, "claim", func(m jetstream.Msg) (broker.Claim, error) {
 		t, err := tenant.ParseSubject(string(m.Data()))
 		if err != nil {
-			_ = m.Term() // a malformed request can never be served
-			continue
+			return nil, err
 		}
-		c := &claim{t: t, m: m}
+		cl := &claim{t: t, m: m}
 		if meta, err := m.Metadata(); err == nil {
-			c.at = meta.Timestamp
+			cl.at = meta.Timestamp
 		}
-		return c, nil
-	}
+		return cl, nil
+	})
 }
 
 func (c *claims) Waiting(ctx context.Context) (int, error) {

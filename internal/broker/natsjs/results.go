@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,28 +28,16 @@ func (r *results) Publish(ctx context.Context, res broker.Result) error {
 }
 
 func (r *results) Next(ctx context.Context) (broker.ResultDelivery, error) {
-	for {
-		m, err := fetchOne(ctx, r.a.resultsConsumer, 5*time.Second)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	return nextMsg(ctx, r.a.resultsConsumer, "result", func(m jetstream.Msg) (broker.ResultDelivery, error) {
+		d := &resultDelivery{m: m, attempt: 1}
+		if err := json.Unmarshal(m.Data(), &d.res); err != nil {
+			return nil, err
 		}
-		if errors.Is(err, broker.ErrNoMessage) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("natsjs: next result: %w", err)
-		}
-		var res broker.Result
-		if err := json.Unmarshal(m.Data(), &res); err != nil {
-			_ = m.Term()
-			continue
-		}
-		d := &resultDelivery{res: res, m: m, attempt: 1}
 		if meta, err := m.Metadata(); err == nil {
 			d.attempt = int(meta.NumDelivered)
 		}
 		return d, nil
-	}
+	})
 }
 
 type resultDelivery struct {
