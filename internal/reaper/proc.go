@@ -14,6 +14,7 @@ import (
 type procStat struct {
 	State     byte   // R, S, D, Z, T, ...
 	PPid      int    // parent's pid (thread group id)
+	PGrp      int    // process group
 	StartTime uint64 // clock ticks after boot; tells a reused pid apart
 }
 
@@ -34,11 +35,15 @@ func parseStat(data []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("stat: parse ppid: %w", err)
 	}
+	pgrp, err := strconv.Atoi(string(fields[2]))
+	if err != nil {
+		return procStat{}, fmt.Errorf("stat: parse pgrp: %w", err)
+	}
 	start, err := strconv.ParseUint(string(fields[19]), 10, 64)
 	if err != nil {
 		return procStat{}, fmt.Errorf("stat: parse starttime: %w", err)
 	}
-	return procStat{State: fields[0][0], PPid: ppid, StartTime: start}, nil
+	return procStat{State: fields[0][0], PPid: ppid, PGrp: pgrp, StartTime: start}, nil
 }
 
 // readStat reads and parses /proc/<pid>/stat.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,8 +47,9 @@ type Process struct {
 }
 
 // Start starts cmd under a supervisor. cmd.Path, cmd.Args, cmd.Env (nil = os.Environ()), cmd.Dir,
-// cmd.Stdin, cmd.Stdout, cmd.Stderr are honored. cmd must not have been started. cmd.SysProcAttr
-// and cmd.ExtraFiles must be nil.
+// cmd.Stdin, cmd.Stdout, cmd.Stderr are honored. cmd must not have been started. cmd.ExtraFiles
+// must be nil; cmd.SysProcAttr may only set Credential (the supervisor starts the command as that
+// user, e.g. a sandboxed job's unprivileged uid).
 //
 // cmd itself is only a description and is never started: its Process and
 // ProcessState stay nil, and its context, Cancel and WaitDelay are ignored
@@ -57,11 +59,24 @@ type Process struct {
 // non-executable Path). The calling binary must call Main first thing in
 // main, because the supervisor is that same binary re-executed.
 func Start(cmd *exec.Cmd) (*Process, error) {
+	return start(cmd, false)
+}
+
+// StartWrapper is Start for a command that runs the real one as its descendant, such as
+// bubblewrap: Interrupt signals the wrapper's process group except the wrapper, which stays to
+// report the real command's exit status.
+func StartWrapper(cmd *exec.Cmd) (*Process, error) {
+	return start(cmd, true)
+}
+
+func start(cmd *exec.Cmd, wrapper bool) (*Process, error) {
 	if err := checkCmd(cmd); err != nil {
 		return nil, err
 	}
+	sp := commandSpec(cmd)
+	sp.Wrapper = wrapper
 	var body bytes.Buffer
-	if err := gob.NewEncoder(&body).Encode(commandSpec(cmd)); err != nil {
+	if err := gob.NewEncoder(&body).Encode(sp); err != nil {
 		return nil, fmt.Errorf("reaper: encode command spec: %w", err)
 	}
 	p, status, err := startSupervisor(cmd)
@@ -84,8 +99,8 @@ func checkCmd(cmd *exec.Cmd) error {
 		return errors.New("reaper: command has no path")
 	case cmd.Process != nil:
 		return fmt.Errorf("reaper: command %q already started", cmd.Path)
-	case cmd.SysProcAttr != nil:
-		return fmt.Errorf("reaper: command %q: SysProcAttr must be nil", cmd.Path)
+	case cmd.SysProcAttr != nil && !onlyCredential(cmd.SysProcAttr):
+		return fmt.Errorf("reaper: command %q: SysProcAttr may only set Credential", cmd.Path)
 	case cmd.ExtraFiles != nil:
 		return fmt.Errorf("reaper: command %q: ExtraFiles must be nil", cmd.Path)
 	}
@@ -98,7 +113,17 @@ func commandSpec(cmd *exec.Cmd) spec {
 	if len(args) == 0 {
 		args = []string{cmd.Path}
 	}
-	return spec{Path: cmd.Path, Args: args, Env: withoutMarker(cmd.Environ()), Dir: cmd.Dir}
+	sp := spec{Path: cmd.Path, Args: args, Env: withoutMarker(cmd.Environ()), Dir: cmd.Dir}
+	if a := cmd.SysProcAttr; a != nil && a.Credential != nil {
+		sp.Credential = &credential{UID: a.Credential.Uid, GID: a.Credential.Gid, Groups: a.Credential.Groups}
+	}
+	return sp
+}
+
+func onlyCredential(a *syscall.SysProcAttr) bool {
+	c := *a
+	c.Credential = nil
+	return reflect.ValueOf(c).IsZero()
 }
 
 func withoutMarker(env []string) []string {
@@ -126,7 +151,7 @@ func startSupervisor(cmd *exec.Cmd) (*Process, *os.File, error) {
 	sup := &exec.Cmd{
 		Path:       selfExe,
 		Args:       []string{selfExe, "reaper-supervisor", cmd.Path},
-		Env:        append(withoutMarker(os.Environ()), envMarker+"=1"),
+		Env:        []string{envMarker + "=1"}, // the supervisor needs nothing of the platform's environment (secrets)
 		Stdin:      cmd.Stdin,
 		Stdout:     cmd.Stdout,
 		Stderr:     cmd.Stderr,

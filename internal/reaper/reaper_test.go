@@ -224,7 +224,7 @@ func TestStartErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	withSys := exec.Command("true")
-	withSys.SysProcAttr = &syscall.SysProcAttr{}
+	withSys.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // only Credential is allowed
 	withFiles := exec.Command("true")
 	withFiles.ExtraFiles = []*os.File{os.Stdin}
 	missingDir := exec.Command("true")
@@ -494,9 +494,9 @@ func TestParseStat(t *testing.T) {
 		data string
 		want reaper.ProcStat
 	}{
-		{"plain", "123 (sleep) S 42" + rest, reaper.ProcStat{State: 'S', PPid: 42, StartTime: 98765}},
-		{"spaces and parens in comm", "123 (a) b (c) ) Z 7" + rest, reaper.ProcStat{State: 'Z', PPid: 7, StartTime: 98765}},
-		{"empty comm", "9 () R 1" + rest + "\n", reaper.ProcStat{State: 'R', PPid: 1, StartTime: 98765}},
+		{"plain", "123 (sleep) S 42" + rest, reaper.ProcStat{State: 'S', PPid: 42, PGrp: 1, StartTime: 98765}},
+		{"spaces and parens in comm", "123 (a) b (c) ) Z 7" + rest, reaper.ProcStat{State: 'Z', PPid: 7, PGrp: 1, StartTime: 98765}},
+		{"empty comm", "9 () R 1" + rest + "\n", reaper.ProcStat{State: 'R', PPid: 1, PGrp: 1, StartTime: 98765}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

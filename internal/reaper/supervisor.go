@@ -39,10 +39,21 @@ const (
 // spec is the command the caller wants supervised. It travels gob-encoded,
 // which, unlike JSON, keeps strings that are not valid UTF-8 byte for byte.
 type spec struct {
-	Path string
-	Args []string
-	Env  []string
-	Dir  string
+	Path       string
+	Args       []string
+	Env        []string
+	Dir        string
+	Credential *credential // nil: the supervisor's own user
+	// Wrapper means the command only sets up the real one as its descendant (bubblewrap): an
+	// interrupt goes to the rest of its process group, not to the wrapper, whose death would
+	// tear the sandbox down before the real command could stop cleanly.
+	Wrapper bool
+}
+
+// credential is the user the command starts as.
+type credential struct {
+	UID, GID uint32
+	Groups   []uint32
 }
 
 // startReport tells the caller whether the command started.
@@ -94,14 +105,14 @@ func supervise() int {
 		fmt.Fprintf(os.Stderr, "reaper: %v\n", err)
 		return exitSetup
 	}
-	pid, err := setUp(live)
+	pid, wrapper, err := setUp(live)
 	report(status, pid, err)
 	if err != nil {
 		return exitSetup
 	}
 	gone := make(chan struct{})
 	go watchParent(live, gone)
-	s := &supervisor{cmdPid: pid}
+	s := &supervisor{cmdPid: pid, wrapper: wrapper}
 	return s.run(sigs, gone)
 }
 
@@ -127,26 +138,32 @@ func fcntl(fd, cmd int) (int, error) {
 }
 
 // setUp reads the command spec, becomes a subreaper and starts the command.
-func setUp(live *os.File) (int, error) {
+func setUp(live *os.File) (pid int, wrapper bool, err error) {
 	var sp spec
 	if err := gob.NewDecoder(live).Decode(&sp); err != nil {
-		return 0, fmt.Errorf("read command spec: %w", err)
+		return 0, false, fmt.Errorf("read command spec: %w", err)
 	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		return 0, fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", errno)
+		return 0, false, fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", errno)
 	}
-	return startCommand(sp)
+	pid, err = startCommand(sp)
+	return pid, sp.Wrapper, err
 }
 
-// startCommand starts the command in its own process group with the
-// supervisor's standard streams. Pdeathsig kills the command if the
-// supervisor dies without sweeping (its descendants are then out of reach).
+// startCommand starts the command in its own session (so its own process group, and no
+// controlling terminal a job could push input into) with the supervisor's standard streams.
+// Pdeathsig kills the command if the supervisor dies without sweeping (its descendants are then
+// out of reach).
 func startCommand(sp spec) (int, error) {
+	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if c := sp.Credential; c != nil {
+		sys.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
+	}
 	proc, err := os.StartProcess(sp.Path, sp.Args, &os.ProcAttr{
 		Dir:   sp.Dir,
 		Env:   sp.Env,
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   sys,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("start command: %w", err)
@@ -177,8 +194,9 @@ func watchParent(live *os.File, gone chan<- struct{}) {
 
 // supervisor tracks the command it started.
 type supervisor struct {
-	cmdPid int
-	status *syscall.WaitStatus // set once the command has been reaped
+	cmdPid  int
+	wrapper bool
+	status  *syscall.WaitStatus // set once the command has been reaped
 }
 
 // run is the supervisor's event loop; it returns the exit code.
@@ -191,11 +209,29 @@ func (s *supervisor) run(sigs signals, gone <-chan struct{}) int {
 				return s.finish() // command exited: sweep its leftovers
 			}
 		case <-sigs.intr:
-			_ = syscall.Kill(-s.cmdPid, syscall.SIGINT) // ESRCH: group is empty
+			s.interrupt()
 		case <-sigs.term:
 			return s.finish()
 		case <-gone:
 			return s.finish()
+		}
+	}
+}
+
+// interrupt sends SIGINT to the command's process group: all of it, or, for a wrapper,
+// every member but the wrapper itself.
+func (s *supervisor) interrupt() {
+	if !s.wrapper {
+		_ = syscall.Kill(-s.cmdPid, syscall.SIGINT) // ESRCH: group is empty
+		return
+	}
+	pids, err := descendants(os.Getpid())
+	if err != nil {
+		return
+	}
+	for _, pid := range pids {
+		if st, err := readStat(pid); err == nil && pid != s.cmdPid && st.PGrp == s.cmdPid {
+			_ = syscall.Kill(pid, syscall.SIGINT)
 		}
 	}
 }

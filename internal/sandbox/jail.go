@@ -1,0 +1,235 @@
+package sandbox
+
+import (
+	"fmt"
+
+	"github.com/webordinary/webordinary/internal/reaper"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// Spec is what one job process may see besides the read-only toolchain.
+type Spec struct {
+	// Writable are host directories bound read-write at the same path (the tenant's
+	// workspace, agent state and home). They must exist.
+	Writable []string
+	// ReadOnly are host paths bound read-only at the same path, after Writable, so a path
+	// inside a writable directory (the workspace's .git) can be made read-only.
+	ReadOnly []string
+	// NoNetwork gives the process an empty network namespace (loopback only, nothing listening).
+	NoNetwork bool
+}
+
+// Jail applies a Spec to commands. A nil *Jail, or one from an inactive Sandbox, leaves
+// commands as they are (unsandboxed).
+type Jail struct {
+	s    *Sandbox
+	spec Spec
+}
+
+// Jail returns the jail for spec.
+func (s *Sandbox) Jail(spec Spec) *Jail {
+	if !s.Active() {
+		return nil
+	}
+	return &Jail{s: s, spec: spec}
+}
+
+// Active reports whether commands wrapped by j run sandboxed.
+func (j *Jail) Active() bool { return j != nil }
+
+// Wrap rewrites cmd, not yet started, to run inside the sandbox: cmd.Path becomes bwrap, the
+// original program and arguments follow "--", cmd.Dir becomes the sandbox's working directory
+// (it must lie inside a Writable or ReadOnly path, or the toolchain), and, when the platform
+// runs as root, cmd.SysProcAttr.Credential is the job's uid and gid (reaper.Start honours it).
+// cmd.Env is passed through unchanged: it must already be the job's allowlist. A nil j leaves
+// cmd unchanged.
+func (j *Jail) Wrap(cmd *exec.Cmd) error {
+	if j == nil {
+		return nil
+	}
+	prog, err := programPath(cmd)
+	if err != nil {
+		return err
+	}
+	args := slices.Clone(j.s.base)
+	args = append(args, j.programBinds(prog)...)
+	args = append(args, j.binds()...)
+	if j.spec.NoNetwork {
+		args = append(args, "--unshare-net")
+	}
+	if cmd.Dir != "" {
+		args = append(args, "--chdir", cmd.Dir)
+	}
+	args = append(args, "--", prog)
+	if len(cmd.Args) > 1 {
+		args = append(args, cmd.Args[1:]...)
+	}
+	cmd.Path, cmd.Args, cmd.Dir = j.s.bwrap, append([]string{j.s.bwrap}, args...), "/"
+	if cred := j.s.credential(); cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	return nil
+}
+
+// Start wraps cmd (see Wrap) and starts it under the reaper's supervisor, so that an
+// interrupt reaches the sandboxed command and a kill takes the whole sandbox. A nil j starts
+// cmd unsandboxed.
+func (j *Jail) Start(cmd *exec.Cmd) (*reaper.Process, error) {
+	if j == nil {
+		return reaper.Start(cmd)
+	}
+	if err := j.Wrap(cmd); err != nil {
+		return nil, err
+	}
+	return reaper.StartWrapper(cmd)
+}
+
+// programPath is the absolute path of the program cmd runs.
+func programPath(cmd *exec.Cmd) (string, error) {
+	if cmd.Err != nil {
+		return "", cmd.Err
+	}
+	p := cmd.Path
+	if !filepath.IsAbs(p) {
+		lp, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("sandbox: %w", err)
+		}
+		if p, err = filepath.Abs(lp); err != nil {
+			return "", fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// programBinds makes the program visible when it lives outside the toolchain (a test binary,
+// `go run`'s build of webordinary itself for the demo agent).
+func (j *Jail) programBinds(prog string) []string {
+	var out []string
+	for _, p := range []string{prog, resolved(prog)} {
+		if p != "" && !j.s.covered(p) {
+			out = append(out, "--ro-bind", p, p)
+		}
+	}
+	return out
+}
+
+func (j *Jail) binds() []string {
+	var out []string
+	for _, w := range j.spec.Writable {
+		out = append(out, "--bind", w, w)
+	}
+	for _, r := range j.spec.ReadOnly {
+		if _, err := os.Lstat(r); err == nil {
+			out = append(out, "--ro-bind", r, r)
+		}
+	}
+	return out
+}
+
+func resolved(p string) string {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil || r == p {
+		return ""
+	}
+	return r
+}
+
+// covered reports whether p is under a read-only root every job sees.
+func (s *Sandbox) covered(p string) bool {
+	for i := 0; i+2 < len(s.base); i++ {
+		if s.base[i] != "--ro-bind" {
+			continue
+		}
+		root := s.base[i+2]
+		if p == root || strings.HasPrefix(p, root+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// toolchainRoots are bound read-only when they exist; /bin, /lib... become symlinks when they
+// are symlinks on the host (merged /usr).
+var toolchainRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"}
+
+// etcFiles are the /etc entries programs need for users, DNS, TLS, time zones and the dynamic
+// linker; the rest of /etc (shadow, the platform's configuration) stays out.
+var etcFiles = []string{"passwd", "group", "nsswitch.conf", "host.conf", "hosts", "resolv.conf", "gai.conf",
+	"ssl", "ca-certificates", "ca-certificates.conf", "pki", "crypto-policies", "localtime", "timezone",
+	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "mime.types", "os-release", "protocols", "services",
+	"gitconfig", "npmrc"}
+
+// baseArgs is every job's sandbox: namespaces, a private /proc, /dev and /tmp, the read-only
+// toolchain (roots, /etc files, PATH directories, extra) and no capabilities. No
+// --new-session: the reaper starts bwrap in a session of its own, without a controlling
+// terminal (so no TIOCSTI), and the job must stay in bwrap's process group for interrupts.
+func (s *Sandbox) baseArgs() []string {
+	extra := s.cfg.ReadOnly
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+		"--die-with-parent", "--hostname", "webordinary-job", "--cap-drop", "ALL",
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/var/tmp"}
+	for _, r := range toolchainRoots {
+		args = append(args, rootBind(r)...)
+	}
+	for _, e := range etcFiles {
+		args = append(args, roBindResolved("/etc/"+e)...)
+	}
+	seen := map[string]bool{}
+	for _, d := range append(pathDirs(), extra...) {
+		if d = filepath.Clean(d); !seen[d] && !underRoots(d) && s.reachable(d) == nil {
+			seen[d] = true
+			args = append(args, roBindResolved(d)...)
+		}
+	}
+	return args
+}
+
+func rootBind(r string) []string {
+	fi, err := os.Lstat(r)
+	switch {
+	case err != nil:
+		return nil
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(r)
+		if err != nil {
+			return nil
+		}
+		return []string{"--symlink", target, r}
+	}
+	return []string{"--ro-bind", r, r}
+}
+
+// roBindResolved binds p read-only, following a symlink on the host (resolv.conf often points
+// into /run).
+func roBindResolved(p string) []string {
+	src, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return nil
+	}
+	return []string{"--ro-bind", src, p}
+}
+
+func pathDirs() []string {
+	var out []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if filepath.IsAbs(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func underRoots(p string) bool {
+	for _, r := range toolchainRoots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,205 @@
+// Package sandbox runs a job's processes — the agent, the site's install and build, the repair
+// turn, the command processor's command — inside Linux namespaces through bubblewrap (bwrap).
+//
+// A sandboxed process sees its tenant's writable paths (workspace, agent state, home), a private
+// /tmp, a private /proc of its own PID namespace, a minimal /dev and a read-only toolchain
+// (/usr, the libraries, a few /etc files DNS and TLS need, the directories on PATH, the program
+// itself) — not the data dir, the spools, the engine's credentials, other tenants' files or the
+// platform's processes. The workspace's .git is read-only inside, so a job cannot plant hooks or
+// configuration that the platform's own git would run. When the platform runs as root, the job
+// runs as an unprivileged uid (Config.UID), and Own gives it the files it must write.
+//
+// Mode auto probes bwrap at New and, where it cannot work (no user namespaces), runs jobs
+// unsandboxed with a warning in Status; mode required refuses to start; mode off never
+// sandboxes.
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+)
+
+// Mode says whether jobs must, may or must not run in the sandbox.
+type Mode string
+
+// Modes.
+const (
+	ModeAuto     Mode = "auto"
+	ModeRequired Mode = "required"
+	ModeOff      Mode = "off"
+)
+
+// DefaultUID and DefaultGID are the job's identity when the platform runs as root: nobody and
+// nogroup on Debian. A dedicated uid is better where other daemons run as nobody.
+const (
+	DefaultUID = 65534
+	DefaultGID = 65534
+)
+
+// ErrUnavailable means mode required was asked for where bwrap cannot run.
+var ErrUnavailable = errors.New("sandbox unavailable")
+
+// Config configures the sandbox.
+type Config struct {
+	// Mode is auto (default), required or off.
+	Mode Mode
+	// UID and GID are the job's identity when the platform runs as root; 0 means the defaults
+	// (65534). Ignored when the platform is not root (the job keeps the platform's uid, mapped
+	// into its own user namespace).
+	UID, GID int
+	// ReadOnly lists extra host paths a job sees read-only (toolchains installed outside /usr
+	// and /opt that are not on PATH).
+	ReadOnly []string
+	// Bwrap is the bubblewrap binary; default "bwrap" on PATH.
+	Bwrap string
+	// Roots are the directories jobs' files live under (workspaces, agent state). New checks
+	// that the job's identity can reach them and probes bwrap inside the first one.
+	Roots []string
+}
+
+// Sandbox is a probed sandbox configuration, safe for concurrent use.
+type Sandbox struct {
+	cfg    Config
+	bwrap  string // "" when jobs run unsandboxed
+	reason string // why jobs run unsandboxed (mode auto or off)
+	root   bool   // the platform runs as root: jobs switch to cfg.UID
+	base   []string
+}
+
+// New validates cfg and, unless the mode is off, probes bwrap by running a command in a
+// sandbox like a job's. Mode required returns ErrUnavailable (saying why) when the probe fails;
+// mode auto returns a Sandbox that runs jobs unsandboxed and says so in Status.
+func New(cfg Config) (*Sandbox, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0}
+	if cfg.Mode == ModeOff {
+		s.reason = "turned off (--sandbox off)"
+		return s, nil
+	}
+	err = s.probe()
+	switch {
+	case err == nil:
+		// bwrap works, but only for paths the job's user can enter: a setup error, not a
+		// reason to run unsandboxed.
+		if err := s.CheckReachable(cfg.Roots...); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	case cfg.Mode == ModeRequired:
+		return nil, fmt.Errorf("%w: %v (install bubblewrap and allow unprivileged user namespaces, or use --sandbox auto)", ErrUnavailable, err)
+	default:
+		s.bwrap, s.reason = "", err.Error()
+	}
+	return s, nil
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch c.Mode {
+	case "":
+		c.Mode = ModeAuto
+	case ModeAuto, ModeRequired, ModeOff:
+	default:
+		return c, fmt.Errorf("sandbox mode %q: use auto, required or off", c.Mode)
+	}
+	if c.UID == 0 {
+		c.UID = DefaultUID
+	}
+	if c.GID == 0 {
+		c.GID = DefaultGID
+	}
+	if c.UID < 0 || c.GID < 0 {
+		return c, fmt.Errorf("sandbox uid %d / gid %d: must be positive (a job never runs as root)", c.UID, c.GID)
+	}
+	if c.Bwrap == "" {
+		c.Bwrap = "bwrap"
+	}
+	return c, nil
+}
+
+// probe finds bwrap and runs /bin/true in a sandbox as a job would be.
+func (s *Sandbox) probe() error {
+	path, err := exec.LookPath(s.cfg.Bwrap)
+	if err != nil {
+		return fmt.Errorf("bubblewrap not found (%s): install the bubblewrap package", s.cfg.Bwrap)
+	}
+	s.bwrap = path
+	s.base = s.baseArgs()
+	parent := ""
+	if len(s.cfg.Roots) > 0 && s.reachable(s.cfg.Roots[0]) == nil {
+		parent = s.cfg.Roots[0]
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp(parent, "wo-sandbox-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := s.Own(dir); err != nil {
+		return err
+	}
+	cmd := exec.Command("/bin/true")
+	if err := s.Jail(Spec{Writable: []string{dir}}).Wrap(cmd); err != nil {
+		return err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("bwrap does not work here: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Active reports whether jobs run sandboxed.
+func (s *Sandbox) Active() bool { return s != nil && s.bwrap != "" }
+
+// Status is what startup, /api/status and the dashboard show.
+type Status struct {
+	Mode   Mode   `json:"mode"`
+	Active bool   `json:"active"`
+	User   string `json:"user,omitempty"` // the job's uid:gid when it differs from the platform's
+	// Warning is set when jobs run unsandboxed: they can read the platform's files and
+	// processes (environment variables included) as its user.
+	Warning string `json:"warning,omitempty"`
+}
+
+// Status describes the sandbox in use.
+func (s *Sandbox) Status() Status {
+	if s == nil {
+		return Status{Mode: ModeOff, Warning: "jobs run UNSANDBOXED: no sandbox configured"}
+	}
+	st := Status{Mode: s.cfg.Mode, Active: s.Active()}
+	if !st.Active {
+		st.Warning = "jobs run UNSANDBOXED (" + s.reason + "): agent and build code can read everything the platform's user can, its processes' environments included"
+		return st
+	}
+	if s.root {
+		st.User = fmt.Sprintf("%d:%d", s.cfg.UID, s.cfg.GID)
+	}
+	return st
+}
+
+// String is a one-line description for startup banners.
+func (s *Sandbox) String() string {
+	st := s.Status()
+	switch {
+	case st.Warning != "":
+		return "WARNING: " + st.Warning
+	case st.User != "":
+		return fmt.Sprintf("bubblewrap (%s), jobs run as uid:gid %s", s.bwrap, st.User)
+	}
+	return fmt.Sprintf("bubblewrap (%s), jobs run in their own user namespace", s.bwrap)
+}
+
+// credential is what a job process is started as: the job uid when the platform is root.
+func (s *Sandbox) credential() *syscall.Credential {
+	if !s.Active() || !s.root {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(s.cfg.UID), Gid: uint32(s.cfg.GID), Groups: []uint32{}}
+}
