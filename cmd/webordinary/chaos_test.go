@@ -34,7 +34,8 @@ func TestChaos(t *testing.T) {
 		t.Skip("chaos test starts processes for ~20s")
 	}
 	t.Parallel()
-	c := startCluster(t, chaosAgent, 1, "--interrupt-policy", "queue")
+	// The protocol is under test here, not the sandbox: the agent appends to one shared log.
+	c := startCluster(t, chaosAgent, 1, "--interrupt-policy", "queue", "--sandbox", "off")
 	for range 3 {
 		c.worker(2)
 	}
@@ -203,7 +204,9 @@ wait`
 // started (including a setsid'd grandchild) may keep running, and the job is taken over.
 func TestKilledWorkerLeavesNoProcesses(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, orphanAgent, 0)
+	// Unsandboxed: the pids the agent records must be the host's (a sandboxed job's die with its
+	// PID namespace; TestHostileJob covers that side).
+	c := startCluster(t, orphanAgent, 0, "--sandbox", "off")
 	w := c.worker(1)
 	ctx := context.Background()
 	rec := c.submit(ctx, "orphan", "alice", "run forever")

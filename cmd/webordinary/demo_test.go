@@ -14,7 +14,7 @@ import (
 // email goes through SMTP, the job runs, and the reply and the preview exist.
 func TestDemoQuickStart(t *testing.T) {
 	t.Parallel()
-	c := &cluster{t: t, dir: t.TempDir()}
+	c := &cluster{t: t, dir: reachableTempDir(t)}
 	data := filepath.Join(c.dir, "demo-data")
 	out := c.cli(t, "demo", "--data", data, "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--smtp", "127.0.0.1:0", "--agent", "demo", "--exit")
 	if !strings.Contains(out, "result: done") || !strings.Contains(out, "DEMO agent (literal edits, not AI") {

@@ -91,6 +91,7 @@ type workerFlags struct {
 	quantum       time.Duration
 	maxAttempts   int
 	grace         time.Duration
+	job           *jobFlags
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
@@ -110,6 +111,8 @@ func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
 	fs.DurationVar(&w.quantum, "quantum", 500*time.Millisecond, "keep a busy tenant at most this long while other tenants wait for a worker")
 	fs.IntVar(&w.maxAttempts, "max-attempts", 3, "dead-letter a job after this many failed runs")
 	fs.DurationVar(&w.grace, "shutdown-grace", 10*time.Second, "on shutdown, let a running job finish this long before handing it back")
+	w.job = &jobFlags{}
+	w.job.register(fs)
 }
 
 // defaults fills the directories from the data directory.
@@ -120,6 +123,10 @@ func (w *workerFlags) defaults(data string) {
 	}{{&w.workspaces, "workspaces"}, {&w.state, "state"}, {&w.previews, "previews"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
+		}
+		// Absolute: jobs run in other directories (and the sandbox binds by absolute path).
+		if abs, err := filepath.Abs(*d.p); err == nil {
+			*d.p = abs
 		}
 	}
 }

@@ -86,7 +86,7 @@ type mailSetup struct {
 
 func newMailSetup(t *testing.T) *mailSetup {
 	t.Helper()
-	dir := t.TempDir()
+	dir := reachableTempDir(t)
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	fixture := map[string]any{"txt": map[string][]string{
 		"sel._domainkey.example.com": {"v=DKIM1; k=ed25519; p=" + base64.StdEncoding.EncodeToString(pub)},

@@ -17,7 +17,7 @@ import (
 // and a command agent; `send --wait` ends in a pushed commit on thread-<id> and a live preview.
 func TestServeEditsASiteEndToEnd(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir := reachableTempDir(t)
 	origin := bareSite(t, dir)
 	ready := filepath.Join(dir, "ready.json")
 	c := &cluster{t: t, dir: dir}

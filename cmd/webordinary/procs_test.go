@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,21 +20,25 @@ import (
 
 // cluster is a real `serve` process plus `worker` processes of this test binary.
 type cluster struct {
-	t      *testing.T
-	dir    string
-	api    string
-	nats   string
-	agent  string
-	mu     sync.Mutex
-	procs  []*exec.Cmd
-	exited map[*exec.Cmd]bool
-	serveP *exec.Cmd
+	t       *testing.T
+	dir     string
+	api     string
+	nats    string
+	agent   string
+	mu      sync.Mutex
+	procs   []*exec.Cmd
+	exited  map[*exec.Cmd]bool
+	serveP  *exec.Cmd
+	sandbox string // --sandbox of serve and its workers
 }
 
 // startCluster starts serve (its own workers: serveWorkers) and waits until it is ready.
 func startCluster(t *testing.T, agent string, serveWorkers int, extra ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), agent: agent}
+	c := &cluster{t: t, dir: reachableTempDir(t), agent: agent, sandbox: "auto"}
+	if i := slices.Index(extra, "--sandbox"); i >= 0 && i+1 < len(extra) {
+		c.sandbox = extra[i+1]
+	}
 	ready := filepath.Join(c.dir, "ready.json")
 	args := append([]string{"serve", "--data", filepath.Join(c.dir, "data"), "--http", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--ready-file", ready, "--workers", fmt.Sprint(serveWorkers),
@@ -77,7 +82,7 @@ func (c *cluster) start(args ...string) *exec.Cmd {
 // worker starts a worker process with n workers.
 func (c *cluster) worker(n int) *exec.Cmd {
 	return c.start("worker", "--nats", c.nats, "--workers", fmt.Sprint(n), "--processor", "command", "--agent-command", c.agent,
-		"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "1s", "--log-level", "warn")
+		"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "1s", "--log-level", "warn", "--sandbox", c.sandbox)
 }
 
 func (c *cluster) stopAll() {
@@ -100,7 +105,8 @@ func waitReady(t *testing.T, file string) (api, nats string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("serve not ready within 20s")
+	log, _ := os.ReadFile(filepath.Join(filepath.Dir(file), "procs.log"))
+	t.Fatalf("serve not ready within 20s; its log:\n%s", log)
 	return "", ""
 }
 
@@ -132,4 +138,17 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// reachableTempDir is a t.TempDir that a sandboxed job's unprivileged user can enter (t.TempDir
+// makes 0700 directories; the data dir's workspaces live below it).
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{filepath.Dir(d), d} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
 }

@@ -126,7 +126,7 @@ func (f *serveFlags) run(ctx context.Context) error {
 	hub := live.NewHub(0)
 	var pool *worker.Pool
 	if f.workers > 0 { // --workers 0: router and API only, workers run elsewhere
-		if pool, err = newPool(ctx, f.workerFlags, eng.backend, hub, log); err != nil {
+		if pool, err = newPool(ctx, f.data, f.workerFlags, eng.backend, hub, log); err != nil {
 			return err
 		}
 	}
@@ -307,7 +307,12 @@ func (f *serveFlags) previewServer(log *slog.Logger) (*http.Server, error) {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, nil
 }
 
-func newPool(ctx context.Context, f workerFlags, b *broker.Backend, hub *live.Hub, log *slog.Logger) (*worker.Pool, error) {
+func newPool(ctx context.Context, data string, f workerFlags, b *broker.Backend, hub *live.Hub, log *slog.Logger) (*worker.Pool, error) {
+	if f.processor != "noop" {
+		if err := f.job.open(log, data, f.workspaces, f.state); err != nil {
+			return nil, err
+		}
+	}
 	proc, err := newProcessor(ctx, f, b, hub, log)
 	if err != nil {
 		return nil, err
@@ -322,7 +327,7 @@ func newProcessor(ctx context.Context, f workerFlags, b *broker.Backend, hub *li
 	case "pipeline":
 		return newPipeline(ctx, f, b, hub, log)
 	case "command":
-		return command.New(command.Config{Command: f.agentCommand, Root: f.workspaces})
+		return command.New(command.Config{Command: f.agentCommand, Root: f.workspaces, Sandbox: f.job.sb, JobEnv: f.job.vars})
 	case "noop":
 		return worker.ProcessorFunc(func(context.Context, worker.Task) (worker.Outcome, error) {
 			return worker.Outcome{Summary: "noop"}, nil
@@ -345,7 +350,8 @@ func newPipeline(ctx context.Context, f workerFlags, b *broker.Backend, hub *liv
 		return nil, err
 	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: f.workspaces,
-		State: f.state, Preview: target, BuildTimeout: f.buildTimeout, Logger: log, Live: hub.Writer})
+		State: f.state, Preview: target, BuildTimeout: f.buildTimeout, Logger: log, Live: hub.Writer,
+		Sandbox: f.job.sb, JobEnv: f.job.vars})
 }
 
 func localWorkers(p *worker.Pool) func() []broker.WorkerInfo {

@@ -37,7 +37,7 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.close()
-	pool, err := newPool(ctx, wf, eng.backend, live.NewHub(0), log)
+	pool, err := newPool(ctx, ".webordinary", wf, eng.backend, live.NewHub(0), log)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
 // Agent kinds.
@@ -88,6 +90,12 @@ type Request struct {
 	ConfigDir string
 	// Env holds extra KEY=VALUE variables for the agent (e.g. WO_PROJECT, WO_JOB).
 	Env []string
+	// Home, when set, is the agent's HOME (a per-tenant directory; the worker's own HOME is
+	// not visible in a sandbox).
+	Home string
+	// Jail, when set, runs the agent sandboxed (see package sandbox); its writable paths must
+	// include Dir, ConfigDir and Home.
+	Jail *sandbox.Jail
 	// Output, when set, receives the raw output lines (stdout and stderr) as they arrive, for a
 	// live view: one Write per line, newline included. Writes are serialized and happen on the
 	// path that reads the agent's output, so a slow writer slows the agent; errors are ignored.

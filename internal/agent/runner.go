@@ -29,7 +29,13 @@ func runAgent(ctx context.Context, spec Spec, req Request, ad adapter, path stri
 		Stderr: out.writer(false),
 	}
 	start := time.Now()
-	proc, err := reaper.Start(cmd)
+	if req.Home != "" {
+		cmd.Env = dedupEnv(append(cmd.Env, "HOME="+req.Home))
+	}
+	if req.Jail.Active() {
+		cmd.Env = dedupEnv(append(cmd.Env, "TMPDIR=/tmp"))
+	}
+	proc, err := req.Jail.Start(cmd)
 	if err != nil {
 		return Result{}, fmt.Errorf("agent: start %s: %w", spec.Kind, err)
 	}
@@ -46,11 +52,13 @@ func prepareDirs(req Request) error {
 	case !fi.IsDir():
 		return fmt.Errorf("agent: working directory %s is not a directory", req.Dir)
 	}
-	if req.ConfigDir == "" {
-		return nil
-	}
-	if err := os.MkdirAll(req.ConfigDir, 0o700); err != nil {
-		return fmt.Errorf("agent: config dir: %w", err)
+	for _, d := range []string{req.ConfigDir, req.Home} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("agent: state dir: %w", err)
+		}
 	}
 	return nil
 }

@@ -15,11 +15,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/webordinary/webordinary/internal/reaper"
+	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
 // Plan is how a site is built.
@@ -56,6 +58,12 @@ type Config struct {
 	Timeout time.Duration
 	// TailBytes of output kept for reports. Default 8 KiB.
 	TailBytes int
+	// Env is the whole environment of install and build (an allowlist, see package jobenv:
+	// never the platform's own). CI=true and NO_COLOR=1 are added.
+	Env []string
+	// Jail, when set, runs the install sandboxed; BuildJail the build command (it may differ
+	// by having no network). Their writable paths must include the repository.
+	Jail, BuildJail *sandbox.Jail
 }
 
 // Result is one build.
@@ -64,6 +72,12 @@ type Result struct {
 	Installed bool          // an install step ran
 	Duration  time.Duration // install + build
 	Log       string        // tail of the output
+}
+
+// DefaultEnv is the environment of an install and build without variables passed on purpose:
+// the jobenv allowlist and home.
+func DefaultEnv(home string) []string {
+	return append(jobenv.Environ(os.LookupEnv, append(slices.Clone(jobenv.Base), jobenv.Build...), nil), "HOME="+home)
 }
 
 // ErrBuild wraps a failed install or build; the Result's Log says why.
@@ -76,6 +90,9 @@ func Run(ctx context.Context, dir string, plan Plan, cfg Config) (Result, error)
 	}
 	if cfg.TailBytes == 0 {
 		cfg.TailBytes = 8 << 10
+	}
+	if cfg.Env == nil {
+		cfg.Env = DefaultEnv(os.Getenv("HOME"))
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -96,7 +113,7 @@ func run(ctx context.Context, dir string, plan Plan, cfg Config, log *tail, res 
 		if err := CheckNode(ctx, dir); err != nil {
 			return err
 		}
-		installed, err := install(ctx, dir, cfg.StateDir, log)
+		installed, err := install(ctx, dir, cfg, log)
 		res.Installed = installed
 		if err != nil {
 			return err
@@ -105,7 +122,7 @@ func run(ctx context.Context, dir string, plan Plan, cfg Config, log *tail, res 
 	if plan.Command == "" {
 		return nil
 	}
-	if err := shell(ctx, dir, plan.Command, log); err != nil {
+	if err := shell(ctx, dir, plan.Command, log, cfg.Env, cfg.BuildJail); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrBuild, plan.Command, err)
 	}
 	return nil
@@ -113,8 +130,9 @@ func run(ctx context.Context, dir string, plan Plan, cfg Config, log *tail, res 
 
 // install runs npm ci (or npm install without a lockfile, or when npm ci fails) when the
 // lockfile changed since the last successful install in this workspace.
-func install(ctx context.Context, dir, stateDir string, log *tail) (bool, error) {
+func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, error) {
 	lock := lockHash(dir)
+	stateDir := cfg.StateDir
 	stamp := filepath.Join(stateDir, "install.lockhash")
 	if prev, err := os.ReadFile(stamp); err == nil && string(prev) == lock {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil {
@@ -123,12 +141,12 @@ func install(ctx context.Context, dir, stateDir string, log *tail) (bool, error)
 	}
 	err := errors.New("no lockfile")
 	if lock != "none" {
-		if err = shell(ctx, dir, "npm ci --no-audit --no-fund", log); err == nil {
+		if err = shell(ctx, dir, "npm ci --no-audit --no-fund", log, cfg.Env, cfg.Jail); err == nil {
 			return true, writeStamp(stateDir, stamp, lock)
 		}
 	}
 	fmt.Fprintf(log, "\nwebordinary: npm ci not used (%v); running npm install\n", err)
-	if err := shell(ctx, dir, "npm install --no-audit --no-fund", log); err != nil {
+	if err := shell(ctx, dir, "npm install --no-audit --no-fund", log, cfg.Env, cfg.Jail); err != nil {
 		return true, fmt.Errorf("%w: npm install: %w", ErrBuild, err)
 	}
 	return true, writeStamp(stateDir, stamp, lockHash(dir))
@@ -151,13 +169,17 @@ func lockHash(dir string) string {
 	return "none"
 }
 
-// shell runs command with sh -c in dir under the reaper, so a timeout or a dying worker
-// takes every process of the build with it.
-func shell(ctx context.Context, dir, command string, log *tail) error {
+// shell runs command with sh -c in dir under the reaper (sandboxed when jail is set), so a
+// timeout or a dying worker takes every process of the build with it. env is the whole
+// environment: the platform's own is never passed.
+func shell(ctx context.Context, dir, command string, log *tail, env []string, jail *sandbox.Jail) error {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, log, log
-	cmd.Env = append(os.Environ(), "CI=true", "NO_COLOR=1")
-	p, err := reaper.Start(cmd)
+	cmd.Env = append(slices.Clone(env), "CI=true", "NO_COLOR=1")
+	if jail.Active() {
+		cmd.Env = append(cmd.Env, "TMPDIR=/tmp")
+	}
+	p, err := jail.Start(cmd)
 	if err != nil {
 		return err
 	}

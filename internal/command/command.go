@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -30,6 +32,11 @@ type Config struct {
 	// InterruptGrace is how long the command gets after SIGINT before everything is killed.
 	// Default 5s.
 	InterruptGrace time.Duration
+	// Sandbox runs each command sandboxed, seeing only its tenant's directory (nil or
+	// inactive: unsandboxed).
+	Sandbox *sandbox.Sandbox
+	// JobEnv are variables passed on purpose (--job-env).
+	JobEnv []jobenv.Var
 }
 
 // Processor implements worker.Processor.
@@ -57,8 +64,13 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return worker.Outcome{}, fmt.Errorf("command: workspace %s: %w", dir, err)
 	}
+	if err := p.cfg.Sandbox.Own(dir); err != nil {
+		return worker.Outcome{}, fmt.Errorf("command: %w", err)
+	}
 	spec := agent.Spec{Kind: agent.KindCommand, Command: p.cfg.Command, InterruptGrace: p.cfg.InterruptGrace}
-	res, err := agent.Run(ctx, spec, agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task)})
+	req := agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task), Home: dir,
+		Jail: p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}})}
+	res, err := agent.Run(ctx, spec, req)
 	out := worker.Outcome{Summary: res.Summary, ExitCode: res.ExitCode, OutputTail: res.OutputTail,
 		Details: map[string]any{"durationMs": res.Duration.Milliseconds()}}
 	switch {
@@ -74,7 +86,7 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 
 func (p *Processor) env(task worker.Task) []string {
 	j := task.Job
-	return append(append([]string{}, p.cfg.Env...),
+	return append(append(jobenv.Environ(os.LookupEnv, nil, p.cfg.JobEnv), p.cfg.Env...),
 		"WO_PROJECT="+j.Tenant.Project, "WO_USER="+j.Tenant.User, "WO_THREAD="+j.Thread, "WO_JOB="+j.ID,
 		fmt.Sprintf("WO_ATTEMPT=%d", task.Attempt), fmt.Sprintf("WO_LEASE_TOKEN=%d", task.LeaseToken))
 }

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
 )
@@ -30,7 +32,11 @@ type Config struct {
 	// BuildTimeout bounds install + build. Default 10m.
 	BuildTimeout time.Duration
 	// Live, when set, receives a job's agent and build output as it happens.
-	Live   func(jobID string) io.Writer
+	Live func(jobID string) io.Writer
+	// Sandbox runs the agent, install and build of every job (nil or inactive: unsandboxed).
+	Sandbox *sandbox.Sandbox
+	// JobEnv are variables passed on purpose to every job's agent and build (--job-env).
+	JobEnv []jobenv.Var
 	Logger *slog.Logger
 }
 

@@ -30,7 +30,8 @@ type run struct {
 	stages map[string]int64 // milliseconds per stage
 	log    *slog.Logger
 
-	base        string // the branch head the job started from
+	base        string            // the branch head the job started from
+	beforeTurn  map[string]string // the changed files before a repair turn (see stageWork)
 	attachments []string
 	agentRes    agent.Result
 	buildRes    build.Result
@@ -46,6 +47,9 @@ func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
 	}
 	if err := r.saveAttachments(); err != nil {
 		return r.outcome(""), fmt.Errorf("%w: %w", worker.ErrPermanent, err)
+	}
+	if err := r.own(); err != nil {
+		return r.outcome(""), err
 	}
 	if err := r.runAgent(ctx, r.prompt()); err != nil {
 		return r.stopped(ctx, err)
@@ -179,9 +183,9 @@ func (r *run) noChanges() worker.Outcome {
 	return out
 }
 
+// dirty reports whether the agent's work staged anything to commit.
 func (r *run) dirty(ctx context.Context) (bool, error) {
-	files, err := r.ws.Status(ctx)
-	return len(files) > 0, err
+	return r.ws.Staged(ctx)
 }
 
 // stage times fn as a named stage.

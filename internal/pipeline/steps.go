@@ -48,7 +48,8 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 	spec := agentSpec(r.proj.Agent)
 	req := agent.Request{Dir: r.ws.Dir, Prompt: prompt, SystemPrompt: r.system(),
 		Session: r.thread.Session, Resume: r.thread.Session != "" && r.thread.Agent == spec.Kind,
-		ConfigDir: filepath.Join(r.state, "agent"), Env: r.agentEnv(), Output: r.output()}
+		ConfigDir: r.agentDir(), Home: r.homeDir(), Env: append(r.agentVars(), r.agentEnv()...), Output: r.output(),
+		Jail: r.jail(false)}
 	if !req.Resume {
 		req.Session = ""
 	}
@@ -60,6 +61,9 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 	r.agentRes = mergeAgent(r.agentRes, res)
 	metrics.AgentCost.Add(res.CostUSD)
 	r.saveSession(ctx, spec.Kind, res.Session)
+	if serr := r.stageWork(ctx); serr != nil && err == nil {
+		return fmt.Errorf("stage the agent's changes: %w", serr)
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %w", worker.ErrPermanent, err)
@@ -109,7 +113,7 @@ func (r *run) agentEnv() []string {
 // (retrying would not help); the last good preview stays up.
 func (r *run) buildWithRepair(ctx context.Context) error {
 	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
-	cfg := build.Config{StateDir: filepath.Join(r.state, "build"), Timeout: r.p.cfg.BuildTimeout}
+	cfg := r.buildConfig()
 	for turn := 0; ; turn++ {
 		var err error
 		r.stage("build", func() error {
@@ -123,6 +127,11 @@ func (r *run) buildWithRepair(ctx context.Context) error {
 			return fmt.Errorf("%w: %w\n%s", worker.ErrPermanent, err, tailString(r.buildRes.Log, 1500))
 		}
 		r.log.InfoContext(ctx, "build failed; giving the agent a repair turn")
+		snap, serr := r.snapshot(ctx)
+		if serr != nil {
+			return serr
+		}
+		r.beforeTurn = snap
 		if err := r.runAgent(ctx, repairPrompt(err, r.buildRes.Log)); err != nil {
 			return err
 		}
@@ -139,6 +148,9 @@ func repairPrompt(err error, log string) string {
 func (r *run) siteDir(ctx context.Context) (string, func(), error) {
 	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
 	if plan.Command != "" || plan.OutputDir != "." {
+		if err := r.insideRepo(r.buildRes.OutputDir); err != nil {
+			return "", nil, err
+		}
 		return r.buildRes.OutputDir, func() {}, nil
 	}
 	files, err := r.ws.Files(ctx)
@@ -157,6 +169,25 @@ func (r *run) siteDir(ctx context.Context) (string, func(), error) {
 		}
 	}
 	return stage, cleanup, nil
+}
+
+// insideRepo refuses a build output that resolves outside the working tree or into .git: the
+// job controls the tree, and `dist` could be a symlink to the platform's data directory.
+func (r *run) insideRepo(dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("%w: build output: %w", worker.ErrPermanent, err)
+	}
+	repo, err := filepath.EvalSymlinks(r.ws.Dir)
+	if err != nil {
+		return err
+	}
+	inside := func(p, root string) bool { return p == root || strings.HasPrefix(p, root+string(filepath.Separator)) }
+	if !inside(real, repo) || inside(real, filepath.Join(repo, ".git")) {
+		return fmt.Errorf("%w: the build output %s leads outside the site's repository (to %s); nothing was published",
+			worker.ErrPermanent, r.proj.OutputDir, real)
+	}
+	return nil
 }
 
 func linkOrCopy(src, dst string) error {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -43,6 +44,12 @@ type Project struct {
 	// MailAuth is the sender authentication required: aligned (DKIM or SPF aligned with From,
 	// the default), dkim (an aligned DKIM signature), or none (trusted setups only).
 	MailAuth string `json:"mailAuth"`
+	// Env are variables the project's agent and build get on purpose: "NAME" passes the
+	// worker's value, "NAME=VALUE" sets one (stored in this record: pass secrets by name).
+	// WO_* names are refused.
+	Env []string `json:"env,omitempty"`
+	// BuildOffline runs the site's build command without network (the install keeps it).
+	BuildOffline bool `json:"buildOffline,omitempty"`
 	// Acknowledge sends a "received" reply with the job's link when an email is accepted.
 	Acknowledge bool      `json:"acknowledge,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
@@ -112,6 +119,9 @@ func (p Project) Validate() error {
 	}
 	if strings.Contains(p.AttachmentsDir, "..") || strings.HasPrefix(p.AttachmentsDir, "/") {
 		return fmt.Errorf("attachments dir %q must be a relative path inside the repository", p.AttachmentsDir)
+	}
+	if _, err := jobenv.Parse(p.Env); err != nil {
+		return err
 	}
 	return p.validateSenders()
 }

@@ -58,6 +58,9 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	}
 	args := slices.Clone(j.s.base)
 	args = append(args, j.programBinds(prog)...)
+	if self, err := os.Executable(); err == nil && self != prog {
+		args = append(args, j.programBinds(self)...) // the demo agent is webordinary itself
+	}
 	args = append(args, j.binds()...)
 	if j.spec.NoNetwork {
 		args = append(args, "--unshare-net")
@@ -107,14 +110,24 @@ func programPath(cmd *exec.Cmd) (string, error) {
 	return p, nil
 }
 
-// programBinds makes the program visible when it lives outside the toolchain (a test binary,
-// `go run`'s build of webordinary itself for the demo agent).
+// programBinds makes the program visible, read-only, when it lives outside the toolchain (a
+// test binary, `go run`'s build of webordinary itself for the demo agent). A program the job's
+// user cannot reach (under a 0700 directory) is bound from a copy (see visibleCopy).
 func (j *Jail) programBinds(prog string) []string {
 	var out []string
 	for _, p := range []string{prog, resolved(prog)} {
-		if p != "" && !j.s.covered(p) {
-			out = append(out, "--ro-bind", p, p)
+		if p == "" || j.s.covered(p) {
+			continue
 		}
+		src := p
+		if j.s.reachable(p) != nil {
+			c, err := j.s.visibleCopy(p)
+			if err != nil {
+				continue // bwrap could not bind it either; the job will report it missing
+			}
+			src = c
+		}
+		out = append(out, "--ro-bind", src, p)
 	}
 	return out
 }

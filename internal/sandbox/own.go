@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -104,4 +107,57 @@ func searchable(dir string, uid, gid int) bool {
 		return m&0o010 != 0
 	}
 	return m&0o001 != 0
+}
+
+// visibleCopy copies the regular file p into the programs directory (below the first root,
+// which the job's user can reach) once per path, size and modification time, and returns the
+// copy's path.
+func (s *Sandbox) visibleCopy(p string) (string, error) {
+	if len(s.cfg.Roots) == 0 {
+		return "", errors.New("no root to copy programs into")
+	}
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("sandbox: %s is not a regular file", p)
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d\x00%d", p, fi.Size(), fi.ModTime().UnixNano())))
+	dir := filepath.Join(s.cfg.Roots[0], ".programs")
+	dst := filepath.Join(dir, hex.EncodeToString(sum[:12]))
+	s.copyMu.Lock()
+	defer s.copyMu.Unlock()
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := copyFile(p, dst); err != nil {
+		return "", fmt.Errorf("sandbox: copy %s for jobs: %w", p, err)
+	}
+	return dst, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".copy-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
 }

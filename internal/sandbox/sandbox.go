@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -68,6 +69,8 @@ type Sandbox struct {
 	reason string // why jobs run unsandboxed (mode auto or off)
 	root   bool   // the platform runs as root: jobs switch to cfg.UID
 	base   []string
+
+	copyMu sync.Mutex // serializes visibleCopy
 }
 
 // New validates cfg and, unless the mode is off, probes bwrap by running a command in a
@@ -84,13 +87,13 @@ func New(cfg Config) (*Sandbox, error) {
 		return s, nil
 	}
 	err = s.probe()
+	var setup *setupError
 	switch {
-	case err == nil:
+	case errors.As(err, &setup):
 		// bwrap works, but only for paths the job's user can enter: a setup error, not a
 		// reason to run unsandboxed.
-		if err := s.CheckReachable(cfg.Roots...); err != nil {
-			return nil, fmt.Errorf("sandbox: %w", err)
-		}
+		return nil, fmt.Errorf("sandbox: %w", setup.err)
+	case err == nil:
 	case cfg.Mode == ModeRequired:
 		return nil, fmt.Errorf("%w: %v (install bubblewrap and allow unprivileged user namespaces, or use --sandbox auto)", ErrUnavailable, err)
 	default:
@@ -130,8 +133,11 @@ func (s *Sandbox) probe() error {
 	}
 	s.bwrap = path
 	s.base = s.baseArgs()
+	if err := s.CheckReachable(s.cfg.Roots...); err != nil {
+		return &setupError{err}
+	}
 	parent := ""
-	if len(s.cfg.Roots) > 0 && s.reachable(s.cfg.Roots[0]) == nil {
+	if len(s.cfg.Roots) > 0 {
 		parent = s.cfg.Roots[0]
 		if err := os.MkdirAll(parent, 0o755); err != nil {
 			return err
@@ -154,6 +160,11 @@ func (s *Sandbox) probe() error {
 	}
 	return nil
 }
+
+// setupError is a configuration the sandbox cannot work with, whatever the mode.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return e.err.Error() }
 
 // Active reports whether jobs run sandboxed.
 func (s *Sandbox) Active() bool { return s != nil && s.bwrap != "" }

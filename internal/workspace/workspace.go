@@ -120,14 +120,44 @@ func (w *Workspace) Head(ctx context.Context) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-// Commit stages everything and commits it as author, with trailers ("Key: value" lines).
-// It reports committed=false, and makes no commit, when nothing changed.
-func (w *Workspace) Commit(ctx context.Context, message string, author Author, trailers []string) (sha string, committed bool, err error) {
-	if _, err := w.git(ctx, "add", "-A"); err != nil {
-		return "", false, err
+// Stage adds the working tree's changes under paths (all of it when none) to the index,
+// never anything under exclude (repository-relative directories such as the build output)
+// nor any node_modules, whatever .gitignore says. The platform stages right after the agent,
+// so what the build writes later is never committed.
+func (w *Workspace) Stage(ctx context.Context, paths, exclude []string) error {
+	args := []string{"add", "-A", "--"}
+	if len(paths) == 0 {
+		args = append(args, ".")
 	}
-	if _, err := w.git(ctx, "diff", "--cached", "--quiet"); err == nil {
-		return "", false, nil
+	args = append(args, paths...)
+	for _, e := range exclude {
+		if e = strings.Trim(filepath.ToSlash(filepath.Clean(e)), "/"); e != "" && e != "." {
+			args = append(args, ":(exclude,literal)"+e)
+		}
+	}
+	args = append(args, ":(exclude,glob)**/node_modules/**", ":(exclude,glob)**/node_modules")
+	_, err := w.git(ctx, args...)
+	return err
+}
+
+// Staged reports whether the index differs from HEAD.
+func (w *Workspace) Staged(ctx context.Context) (bool, error) {
+	_, err := w.git(ctx, "diff", "--cached", "--quiet")
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return true, nil
+	}
+	return false, err
+}
+
+// Commit commits what is staged (see Stage) as author, with trailers ("Key: value" lines).
+// It reports committed=false, and makes no commit, when nothing is staged.
+func (w *Workspace) Commit(ctx context.Context, message string, author Author, trailers []string) (sha string, committed bool, err error) {
+	if staged, err := w.Staged(ctx); err != nil || !staged {
+		return "", false, err
 	}
 	args := []string{"-c", "user.name=webordinary", "-c", "user.email=webordinary@localhost",
 		"commit", "--quiet", "--no-verify", "--author", fmt.Sprintf("%s <%s>", author.Name, author.Email), "-m", message}
@@ -236,7 +266,23 @@ func (w *Workspace) command(ctx context.Context, dir string, args ...string) *ex
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
 	cmd.Env = append(cmd.Env, w.Env...)
+	cmd.Env = append(cmd.Env, hardened(w.Dir)...)
 	return cmd
+}
+
+// hardened is configuration for the platform's own git, which runs outside the sandbox on a
+// working tree a job wrote: no hooks, no fsmonitor command, no submodule recursion, and only
+// this workspace counts as a safe directory (the job's uid owns it; a repository the job
+// nested inside stays untrusted).
+func hardened(dir string) []string {
+	kv := [][2]string{{"safe.directory", dir}, {"core.hooksPath", "/dev/null"}, {"core.fsmonitor", "false"},
+		{"submodule.recurse", "false"}, {"diff.ignoreSubmodules", "all"}, {"status.submoduleSummary", "false"},
+		{"protocol.ext.allow", "never"}}
+	env := []string{fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(kv))}
+	for i, p := range kv {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, p[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, p[1]))
+	}
+	return env
 }
 
 var credentials = regexp.MustCompile(`://[^/@\s]+@`)

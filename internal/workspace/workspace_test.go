@@ -59,6 +59,9 @@ func TestThreadBranchCommitPushAndRetryFromHead(t *testing.T) {
 	}
 	base, _ := ws.Head(ctx)
 	write(t, filepath.Join(ws.Dir, "index.html"), "<h1>green</h1>")
+	if err := ws.Stage(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	sha, ok, err := ws.Commit(ctx, "make it green", workspace.Author{Name: "alice", Email: "alice@example.com"},
 		[]string{"Command-Id: j1", "Thread-Id: t1"})
 	if err != nil || !ok {
@@ -95,6 +98,9 @@ func TestThreadBranchCommitPushAndRetryFromHead(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws.Dir, "stray.txt")); !os.IsNotExist(err) {
 		t.Fatal("stray file survived the retry checkout")
 	}
+	if err := ws.Stage(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok, _ := ws.Commit(ctx, "nothing", workspace.Author{Name: "a", Email: "a@b"}, nil); ok {
 		t.Fatal("committed with no changes")
 	}
@@ -108,6 +114,7 @@ func TestFreshWorkspaceTracksRemoteThreadBranch(t *testing.T) {
 	_ = first.Sync(ctx)
 	_ = first.Checkout(ctx, "thread-x", "main")
 	write(t, filepath.Join(first.Dir, "new.txt"), "from the first worker")
+	_ = first.Stage(ctx, nil, nil)
 	sha, _, _ := first.Commit(ctx, "add", workspace.Author{Name: "a", Email: "a@b"}, nil)
 	if err := first.Push(ctx, "thread-x"); err != nil {
 		t.Fatal(err)
@@ -163,5 +170,74 @@ func TestStaleLockFromAKilledGitIsCleared(t *testing.T) {
 	}
 	if err := ws.Checkout(ctx, "thread-t1", "main"); err != nil {
 		t.Fatalf("checkout after a stale lock: %v", err)
+	}
+}
+
+func TestStageLeavesBuildOutputAndNodeModulesOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ws := &workspace.Workspace{Dir: filepath.Join(t.TempDir(), "ws"), Remote: origin(t)}
+	if err := ws.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Checkout(ctx, "thread-b", "main"); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := ws.Head(ctx)
+	for _, f := range []string{"src/page.html", "dist/env.txt", "node_modules/x/index.js", "sub/node_modules/y.js"} {
+		write(t, filepath.Join(ws.Dir, f), "content of "+f)
+	}
+	if err := ws.Stage(ctx, nil, []string{"dist"}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(ws.Dir, "written-by-build.txt"), "after staging")
+	sha, ok, err := ws.Commit(ctx, "edit", workspace.Author{Name: "a", Email: "a@b"}, nil)
+	if err != nil || !ok {
+		t.Fatalf("commit: %v %v", ok, err)
+	}
+	changes, _, err := ws.Changes(ctx, base, sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Path != "src/page.html" {
+		t.Errorf("committed %v, want only src/page.html (no build output, node_modules or later files)", changes)
+	}
+}
+
+func TestPlatformGitRunsNoHooksOrFsmonitor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ws := &workspace.Workspace{Dir: filepath.Join(t.TempDir(), "ws"), Remote: origin(t)}
+	if err := ws.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Checkout(ctx, "thread-h", "main"); err != nil {
+		t.Fatal(err)
+	}
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	hook := "#!/bin/sh\ntouch " + pwned + "\n"
+	write(t, filepath.Join(ws.Dir, ".git", "hooks", "pre-commit"), hook)
+	write(t, filepath.Join(ws.Dir, ".git", "hooks", "post-commit"), hook)
+	for _, h := range []string{"pre-commit", "post-commit"} {
+		if err := os.Chmod(filepath.Join(ws.Dir, ".git", "hooks", h), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(ws.Dir, "fsmonitor.sh"), hook)
+	_ = os.Chmod(filepath.Join(ws.Dir, "fsmonitor.sh"), 0o755)
+	cfg, _ := os.ReadFile(filepath.Join(ws.Dir, ".git", "config"))
+	write(t, filepath.Join(ws.Dir, ".git", "config"), string(cfg)+"[core]\n\tfsmonitor = "+filepath.Join(ws.Dir, "fsmonitor.sh")+"\n")
+	write(t, filepath.Join(ws.Dir, "page.html"), "edit")
+	if _, err := ws.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Stage(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ws.Commit(ctx, "edit", workspace.Author{Name: "a", Email: "a@b"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the platform's git ran a hook or fsmonitor command planted in the workspace")
 	}
 }

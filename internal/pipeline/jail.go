@@ -1,0 +1,127 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/sandbox"
+)
+
+// agentDir and homeDir are the tenant's agent state and home: the only state a job writes
+// besides its workspace.
+func (r *run) agentDir() string { return filepath.Join(r.state, "agent") }
+func (r *run) homeDir() string  { return filepath.Join(r.state, "home") }
+
+// own gives the job's user the workspace (the platform's git wrote it) and its state dirs.
+func (r *run) own() error {
+	sb := r.p.cfg.Sandbox
+	for _, d := range []string{r.agentDir(), r.homeDir()} {
+		if err := sb.MkdirOwned(d); err != nil {
+			return fmt.Errorf("job state %s: %w", d, err)
+		}
+	}
+	return sb.Own(r.ws.Dir)
+}
+
+// jail is the sandbox of this job's processes: its workspace (with .git read-only), agent
+// state and home; no network when offline.
+func (r *run) jail(offline bool) *sandbox.Jail {
+	return r.p.cfg.Sandbox.Jail(sandbox.Spec{
+		Writable:  []string{r.ws.Dir, r.agentDir(), r.homeDir()},
+		ReadOnly:  []string{filepath.Join(r.ws.Dir, ".git")},
+		NoNetwork: offline,
+	})
+}
+
+// vars are the variables passed on purpose: global, then the project's (which win).
+func (r *run) vars() []jobenv.Var {
+	proj, _ := jobenv.Parse(r.proj.Env) // validated when the project was saved
+	return append(slices.Clone(r.p.cfg.JobEnv), proj...)
+}
+
+// buildConfig is how this job's install and build run: sandboxed, with the build allowlist
+// and the passed variables, never the platform's environment.
+func (r *run) buildConfig() build.Config {
+	names := append(slices.Clone(jobenv.Base), jobenv.Build...)
+	env := append(jobenv.Environ(os.LookupEnv, names, r.vars()), "HOME="+r.homeDir())
+	return build.Config{StateDir: filepath.Join(r.state, "build"), Timeout: r.p.cfg.BuildTimeout, Env: env,
+		Jail: r.jail(false), BuildJail: r.jail(r.proj.BuildOffline)}
+}
+
+// agentVars are the passed variables resolved for the agent's Request.Env.
+func (r *run) agentVars() []string {
+	return jobenv.Environ(os.LookupEnv, nil, r.vars())
+}
+
+// stageWork stages what the agent changed: everything after the first turn; after a repair
+// turn, only the paths whose content changed during it (the build's own writes stay out).
+// The build output directory and node_modules are never staged.
+func (r *run) stageWork(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	exclude := r.excluded()
+	if r.beforeTurn == nil {
+		return r.ws.Stage(ctx, nil, exclude)
+	}
+	after, err := r.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	var changed []string
+	for p, h := range after {
+		if r.beforeTurn[p] != h {
+			changed = append(changed, p)
+		}
+	}
+	for p := range r.beforeTurn {
+		if _, ok := after[p]; !ok {
+			changed = append(changed, p) // back to HEAD's content: stage that too
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	slices.Sort(changed)
+	return r.ws.Stage(ctx, changed, exclude)
+}
+
+func (r *run) excluded() []string {
+	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
+	if plan.OutputDir == "." {
+		return nil
+	}
+	return []string{plan.OutputDir}
+}
+
+// snapshot maps each path that differs from HEAD to a digest of its content ("" when deleted).
+func (r *run) snapshot(ctx context.Context) (map[string]string, error) {
+	paths, err := r.ws.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(paths))
+	for _, p := range paths {
+		out[p] = digest(filepath.Join(r.ws.Dir, p))
+	}
+	return out, nil
+}
+
+func digest(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
