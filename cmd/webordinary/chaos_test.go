@@ -59,7 +59,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	runs := checkChaosLog(t, filepath.Join(c.dir, "chaos.log"), tenants, jobs)
-	results := countResults(t, c.nats)
+	results := countResults(t, c)
 	for _, list := range ids {
 		for _, id := range list {
 			if results[id] != 1 {
@@ -154,9 +154,10 @@ func atoi(t *testing.T, s string) int {
 }
 
 // countResults reads the results stream of the serve's engine: results per job id.
-func countResults(t *testing.T, url string) map[string]int {
+func countResults(t *testing.T, cl *cluster) map[string]int {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	creds := cl.natsCreds()
+	nc, err := nats.Connect(cl.nats, nats.UserInfo(creds.User, creds.Password))
 	if err != nil {
 		t.Fatal(err)
 	}

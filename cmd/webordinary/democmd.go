@@ -75,21 +75,26 @@ func (f *demoFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := f.walkthrough(ctx, data, urls, key, say); err != nil {
+	token, err := readAPIToken(data)
+	if err != nil {
+		return err
+	}
+	c := &apiClient{base: urls["api"], token: token}
+	if err := f.walkthrough(ctx, data, c, urls, key, say); err != nil {
 		return err
 	}
 	if f.exit {
 		stop()
 		return <-served
 	}
-	say("still serving; press Ctrl-C to stop. Try another instruction:\n  go run ./cmd/webordinary send --server %s --project bakery --user owner --instruction %q --wait",
-		urls["api"], demo.MoreInstructions()[0])
+	say("still serving; press Ctrl-C to stop. Try another instruction:\n  go run ./cmd/webordinary send --server %s --data %s --project bakery --user owner --instruction %q --wait",
+		urls["api"], f.data, demo.MoreInstructions()[0])
 	return <-served
 }
 
 // walkthrough onboards the sample site, emails the sample instruction through SMTP and
 // follows the job to its reply.
-func (f *demoFlags) walkthrough(ctx context.Context, data string, urls map[string]string, key ed25519.PrivateKey, say func(string, ...any)) error {
+func (f *demoFlags) walkthrough(ctx context.Context, data string, c *apiClient, urls map[string]string, key ed25519.PrivateKey, say func(string, ...any)) error {
 	repo, err := demo.CreateSampleRepo(ctx, filepath.Join(data, "demo"))
 	if err != nil {
 		return err
@@ -100,7 +105,8 @@ func (f *demoFlags) walkthrough(ctx context.Context, data string, urls map[strin
 	}
 	say("sample site: %s (a local git repository)\n      agent: %s", repo, label)
 	p := project.Project{ID: "bakery", RepoURL: repo, Agent: spec, Senders: map[string]string{demoSender: "owner"}}
-	if err := putProject(ctx, urls["api"], p); err != nil {
+	var saved project.Project
+	if err := c.call(ctx, http.MethodPut, "/api/projects/"+p.ID, p, http.StatusOK, &saved); err != nil {
 		return err
 	}
 	msg, err := signedSample(key)
@@ -116,11 +122,11 @@ func (f *demoFlags) walkthrough(ctx context.Context, data string, urls map[strin
 	if err := smtp.SendMail(urls["smtp"], nil, demoSender, []string{"edit@edit.localhost"}, msg); err != nil {
 		return fmt.Errorf("send the sample email: %w", err)
 	}
-	rec, err := follow(ctx, urls["api"], msgID, say)
+	rec, err := follow(ctx, c, msgID, say)
 	if err != nil {
 		return err
 	}
-	report(data, urls, rec, say)
+	report(data, c, rec, say)
 	return nil
 }
 
@@ -204,23 +210,14 @@ func awaitReady(ctx context.Context, file string, served <-chan error) (map[stri
 	}
 }
 
-func putProject(ctx context.Context, srv string, p project.Project) error {
-	body, _ := json.Marshal(p)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, srv+"/api/projects/"+p.ID, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	var saved project.Project
-	return doJSON(req, http.StatusOK, &saved)
-}
-
 // follow prints the progress (accepted, claimed, running, final) of the job carried by the
 // email msgID until it ends.
-func follow(ctx context.Context, srv, msgID string, say func(string, ...any)) (broker.JobRecord, error) {
+func follow(ctx context.Context, c *apiClient, msgID string, say func(string, ...any)) (broker.JobRecord, error) {
 	var last string
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
-		st, err := fetchStatus(ctx, srv)
+		var st api.Status
+		err := c.call(ctx, http.MethodGet, "/api/status", nil, http.StatusOK, &st)
 		if err != nil {
 			return broker.JobRecord{}, err
 		}
@@ -260,16 +257,7 @@ func progressLine(j broker.JobRecord, st api.Status) string {
 	return "job " + j.Job.ID + " " + string(j.State)
 }
 
-func fetchStatus(ctx context.Context, srv string) (api.Status, error) {
-	var st api.Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv+"/api/status", nil)
-	if err != nil {
-		return st, err
-	}
-	return st, doJSON(req, http.StatusOK, &st)
-}
-
-func report(data string, urls map[string]string, rec broker.JobRecord, say func(string, ...any)) {
+func report(data string, c *apiClient, rec broker.JobRecord, say func(string, ...any)) {
 	if rec.Result != nil {
 		say("result: %s — %s", rec.State, strings.TrimSpace(rec.Result.Summary))
 		if u, ok := rec.Result.Details["previewUrls"].([]any); ok {
@@ -283,7 +271,8 @@ func report(data string, urls map[string]string, rec broker.JobRecord, say func(
 	} else {
 		say("the reply is still queued; it will appear in %s", filepath.Join(data, "outbox"))
 	}
-	say("dashboard: %s/   metrics: %s/metrics", urls["api"], urls["api"])
+	say("dashboard: %s/?token=%s (the token is in %s; the link sets a cookie)\n      metrics: %s/metrics",
+		c.base, c.token, secretPath(data, apiTokenFile), c.base)
 }
 
 // awaitReply waits for the reply to job in the outbox directory and returns its path.

@@ -1,59 +1,72 @@
 package main
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
+	"net/url"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/webordinary/webordinary/internal/dashboard"
+	"github.com/webordinary/webordinary/internal/metrics"
 )
 
-// checkHTTPExposure refuses a non-loopback HTTP address without a token: the dashboard can
-// interrupt jobs and the API can submit them.
-func checkHTTPExposure(addr, token string) error {
-	host, _, err := net.SplitHostPort(addr)
+// routes puts every HTTP route behind the dashboard's checks: the Host must be loopback or the
+// public URL's (DNS rebinding); /api/ and /metrics need the token and refuse cross-origin
+// writes; /healthz needs only the Host; the dashboard's pages need the token as well.
+func routes(dash *dashboard.Dashboard, apiHandler http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api/", dash.Guard(apiHandler))
+	mux.Handle("/healthz", dash.GuardHost(apiHandler))
+	mux.Handle("/metrics", dash.Guard(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})))
+	mux.Handle("/", dash.Handler())
+	return mux
+}
+
+// allowedHosts are the non-loopback Host names the HTTP server answers to: the public URL's,
+// and the --http address when it names one host.
+func allowedHosts(httpAddr, publicURL string) ([]string, error) {
+	host, _, err := net.SplitHostPort(httpAddr)
 	if err != nil {
-		return fmt.Errorf("--http %q: %w (use host:port)", addr, err)
+		return nil, fmt.Errorf("--http %q: %w (use host:port)", httpAddr, err)
 	}
-	if isLoopbackHost(host) || token != "" {
-		return nil
+	var hosts []string
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		hosts = append(hosts, host)
 	}
-	return fmt.Errorf("--http %s is reachable from other machines: set --dashboard-token (clients send it as Authorization: Bearer TOKEN, or open the dashboard once with ?token=TOKEN), or listen on 127.0.0.1", addr)
+	if publicURL != "" {
+		u, err := url.Parse(publicURL)
+		if err != nil || u.Hostname() == "" {
+			return nil, fmt.Errorf("--public-url %q: want an absolute URL such as https://edit.example.com", publicURL)
+		}
+		hosts = append(hosts, u.Hostname())
+	}
+	return hosts, nil
 }
 
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
+// apiToken sets f.token from --dashboard-token or the data directory's token, generating that
+// on the first start. source says where it is (never the token); created reports a new one,
+// so serve shows it once.
+func (f *serveFlags) apiToken() (source string, created bool, err error) {
+	if f.token != "" {
+		return "--dashboard-token", false, nil
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	f.token, created, err = loadOrCreateAPIToken(f.data)
+	if err != nil {
+		return "", false, fmt.Errorf("API token: %w (or set --dashboard-token)", err)
+	}
+	return secretPath(f.data, apiTokenFile), created, nil
 }
 
-// requireToken lets a request through with the token as a bearer header, a cookie, or a
-// ?token= query (which sets the cookie). /healthz stays open for load balancers.
-func requireToken(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	ok := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(token)) == 1 }
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if ok(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if c, err := r.Cookie("wo_token"); err == nil && ok(c.Value) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if q := r.URL.Query().Get("token"); q != "" && ok(q) {
-			http.SetCookie(w, &http.Cookie{Name: "wo_token", Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			next.ServeHTTP(w, r)
-			return
-		}
-		http.Error(w, "a token is required: send Authorization: Bearer TOKEN, or open the dashboard with ?token=TOKEN", http.StatusUnauthorized)
-	})
+// announceToken prints a newly generated token once, with how to use it.
+func announceToken(addr, token, data string) {
+	fmt.Fprintf(os.Stderr, `
+  A new API and dashboard token was generated into %s (shown only now):
+    %s
+  Browser: open http://%s/?token=%s once (it sets a cookie).
+  CLI on this machine: reads it from --data (WO_DATA); elsewhere pass --token or WO_TOKEN.
+
+`, secretPath(data, apiTokenFile), token, addr, token)
 }

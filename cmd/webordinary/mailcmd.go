@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 )
 
 const mailUsage = `Usage: webordinary mail inspect [FILE] [flags]
@@ -26,9 +25,12 @@ func runMail(ctx context.Context, args []string) error {
 		fmt.Fprint(os.Stderr, mailUsage)
 		return flag.ErrHelp
 	}
-	var srv, ip, helo, mailFrom, rcpt string
+	var (
+		cf                       clientFlags
+		ip, helo, mailFrom, rcpt string
+	)
 	fs := newFlags("mail inspect", "[FILE]")
-	fs.StringVar(&srv, "server", "http://127.0.0.1:8080", "URL of a running `webordinary serve`")
+	cf.register(fs)
 	fs.StringVar(&ip, "ip", "", "connecting IP, for SPF (as if the message arrived from it)")
 	fs.StringVar(&helo, "helo", "", "HELO name")
 	fs.StringVar(&mailFrom, "mail-from", "", "SMTP MAIL FROM")
@@ -46,12 +48,12 @@ func runMail(ctx context.Context, args []string) error {
 		return err
 	}
 	q := url.Values{"ip": {ip}, "helo": {helo}, "mailfrom": {mailFrom}, "rcpt": {rcpt}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(srv, "/")+"/api/mail/inspect?"+q.Encode(), bytes.NewReader(raw))
+	c, err := cf.client()
 	if err != nil {
 		return err
 	}
 	var report any
-	if err := doJSON(req, http.StatusOK, &report); err != nil {
+	if err := c.call(ctx, http.MethodPost, "/api/mail/inspect?"+q.Encode(), bytes.NewReader(raw), http.StatusOK, &report); err != nil {
 		return err
 	}
 	return printJSON(report)

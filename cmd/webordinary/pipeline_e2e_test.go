@@ -42,7 +42,7 @@ func TestServeEditsASiteEndToEnd(t *testing.T) {
 	if body := fetchPreview(t, "t1.edit.site.localhost:"+preview); !strings.Contains(body, "Welcome to our bakery") {
 		t.Fatalf("preview serves %q", body)
 	}
-	metrics := fetch(t, c.api+"/metrics")
+	metrics := fetch(t, c.api+"/metrics", c.client().token)
 	for _, want := range []string{`webordinary_jobs_total{state="done"} 1`, `webordinary_claims_total{outcome="acquired"}`,
 		`webordinary_stage_duration_seconds_count{stage="push"} 1`, `webordinary_job_duration_seconds_count{state="done"} 1`} {
 		if !strings.Contains(metrics, want) {
@@ -51,9 +51,15 @@ func TestServeEditsASiteEndToEnd(t *testing.T) {
 	}
 }
 
-func fetch(t *testing.T, url string) string {
+// fetch GETs url with a bearer token.
+func fetch(t *testing.T, url, token string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +98,7 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 func (c *cluster) cli(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1")
+	cmd.Env = c.env()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

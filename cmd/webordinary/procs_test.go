@@ -53,7 +53,7 @@ func startCluster(t *testing.T, agent string, serveWorkers int, extra ...string)
 func (c *cluster) start(args ...string) *exec.Cmd {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1")
+	cmd.Env = c.env()
 	cmd.Dir = c.dir
 	log, err := os.OpenFile(filepath.Join(c.dir, "procs.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -112,7 +112,7 @@ func waitReady(t *testing.T, file string) (api, nats string) {
 
 func (c *cluster) submit(ctx context.Context, project, user, instruction string) broker.JobRecord {
 	c.t.Helper()
-	rec, err := postJob(ctx, c.api, router.Request{Project: project, User: user, Thread: "chaos", Instruction: instruction})
+	rec, err := postJob(ctx, c.client(), router.Request{Project: project, User: user, Thread: "chaos", Instruction: instruction})
 	if err != nil {
 		c.t.Fatalf("submit: %v", err)
 	}
@@ -121,7 +121,7 @@ func (c *cluster) submit(ctx context.Context, project, user, instruction string)
 
 func (c *cluster) job(ctx context.Context, id string, within time.Duration) broker.JobRecord {
 	c.t.Helper()
-	rec, err := waitJob(ctx, c.api, id, within)
+	rec, err := waitJob(ctx, c.client(), id, within)
 	if err != nil {
 		c.t.Fatalf("wait for %s: %v", id, err)
 	}
@@ -138,6 +138,35 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// data is the serve's data directory (tests pass it as --data); its processes and CLI
+// commands find the engine's credentials and the API token there through WO_DATA, as on
+// serve's machine.
+func (c *cluster) data() string { return filepath.Join(c.dir, "data") }
+
+func (c *cluster) env() []string {
+	return append(os.Environ(), "WO_TEST_AS_MAIN=1", "WO_DATA="+c.data())
+}
+
+// client is an API client with the data directory's token.
+func (c *cluster) client() *apiClient {
+	c.t.Helper()
+	token, err := readAPIToken(c.data())
+	if err != nil || token == "" {
+		c.t.Fatalf("API token in %s: %q, %v", c.data(), token, err)
+	}
+	return &apiClient{base: c.api, token: token}
+}
+
+// natsCreds are the engine's generated credentials.
+func (c *cluster) natsCreds() natsCreds {
+	c.t.Helper()
+	creds, ok, err := readNATSCreds(c.data())
+	if !ok || err != nil {
+		c.t.Fatalf("engine credentials in %s: %v", c.data(), err)
+	}
+	return creds
 }
 
 // reachableTempDir is a t.TempDir that a sandboxed job's unprivileged user can enter (t.TempDir

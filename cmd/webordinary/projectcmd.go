@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -56,12 +55,12 @@ func (s senders) Set(v string) error {
 
 func projectAdd(ctx context.Context, args []string) error {
 	var (
-		p   project.Project
-		srv string
+		p  project.Project
+		cf clientFlags
 	)
 	p.Senders = senders{}
 	fs := newFlags("project add", "--id ID --repo URL [flags]")
-	fs.StringVar(&srv, "server", "http://127.0.0.1:8080", "URL of a running `webordinary serve`")
+	cf.register(fs)
 	fs.StringVar(&p.ID, "id", "", "project id (a-z, 0-9, '-')")
 	fs.StringVar(&p.RepoURL, "repo", "", "the site's git repository (https://, ssh://, git@host:path, or a local path)")
 	fs.StringVar(&p.DefaultBranch, "default-branch", "main", "branch new threads start from")
@@ -86,31 +85,30 @@ func projectAdd(ctx context.Context, args []string) error {
 	if p.ID == "" || p.RepoURL == "" {
 		return errors.New("--id and --repo are required, e.g. --id my-site --repo https://github.com/me/my-site.git")
 	}
-	body, _ := json.Marshal(p)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimRight(srv, "/")+"/api/projects/"+p.ID, bytes.NewReader(body))
+	c, err := cf.client()
 	if err != nil {
 		return err
 	}
 	var saved project.Project
-	if err := doJSON(req, http.StatusOK, &saved); err != nil {
+	if err := c.call(ctx, http.MethodPut, "/api/projects/"+url.PathEscape(p.ID), p, http.StatusOK, &saved); err != nil {
 		return err
 	}
 	return printJSON(saved)
 }
 
 func projectList(ctx context.Context, args []string) error {
-	var srv string
+	var cf clientFlags
 	fs := newFlags("project list", "")
-	fs.StringVar(&srv, "server", "http://127.0.0.1:8080", "URL of a running `webordinary serve`")
+	cf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(srv, "/")+"/api/projects", nil)
+	c, err := cf.client()
 	if err != nil {
 		return err
 	}
 	var ps []project.Project
-	if err := doJSON(req, http.StatusOK, &ps); err != nil {
+	if err := c.call(ctx, http.MethodGet, "/api/projects", nil, http.StatusOK, &ps); err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
@@ -123,9 +121,12 @@ func projectList(ctx context.Context, args []string) error {
 }
 
 func projectOne(ctx context.Context, verb string, args []string) error {
-	var srv, id string
+	var (
+		cf clientFlags
+		id string
+	)
 	fs := newFlags("project "+verb, "--id ID")
-	fs.StringVar(&srv, "server", "http://127.0.0.1:8080", "URL of a running `webordinary serve`")
+	cf.register(fs)
 	fs.StringVar(&id, "id", "", "project id")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -137,12 +138,12 @@ func projectOne(ctx context.Context, verb string, args []string) error {
 	if verb == "remove" {
 		method = http.MethodDelete
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(srv, "/")+"/api/projects/"+id, nil)
+	c, err := cf.client()
 	if err != nil {
 		return err
 	}
 	var out any
-	if err := doJSON(req, want, &out); err != nil {
+	if err := c.call(ctx, method, "/api/projects/"+url.PathEscape(id), nil, want, &out); err != nil {
 		return err
 	}
 	return printJSON(out)

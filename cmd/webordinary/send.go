@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -18,12 +17,12 @@ import (
 func runSend(ctx context.Context, args []string) error {
 	var (
 		req     router.Request
-		srv     string
+		cf      clientFlags
 		wait    bool
 		timeout time.Duration
 	)
 	fs := newFlags("send", "--project P --user U --instruction TEXT [--wait]")
-	fs.StringVar(&srv, "server", "http://127.0.0.1:8080", "URL of a running `webordinary serve`")
+	cf.register(fs)
 	fs.StringVar(&req.Project, "project", "", "project id")
 	fs.StringVar(&req.User, "user", "", "user id")
 	fs.StringVar(&req.Thread, "thread", "", "thread id (default: a new thread)")
@@ -40,7 +39,11 @@ func runSend(ctx context.Context, args []string) error {
 		}
 		req.Instruction = string(b)
 	}
-	rec, err := postJob(ctx, srv, req)
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	rec, err := postJob(ctx, c, req)
 	if err != nil {
 		return err
 	}
@@ -48,7 +51,7 @@ func runSend(ctx context.Context, args []string) error {
 		return printJSON(rec)
 	}
 	fmt.Fprintf(os.Stderr, "job %s accepted for %s (thread %s); waiting...\n", rec.Job.ID, rec.Job.Tenant, rec.Job.Thread)
-	rec, err = waitJob(ctx, srv, rec.Job.ID, timeout)
+	rec, err = waitJob(ctx, c, rec.Job.ID, timeout)
 	if err != nil {
 		return err
 	}
@@ -61,51 +64,24 @@ func runSend(ctx context.Context, args []string) error {
 	return nil
 }
 
-func postJob(ctx context.Context, srv string, req router.Request) (broker.JobRecord, error) {
-	body, _ := json.Marshal(req)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(srv, "/")+"/api/jobs", bytes.NewReader(body))
-	if err != nil {
-		return broker.JobRecord{}, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
+func postJob(ctx context.Context, c *apiClient, req router.Request) (broker.JobRecord, error) {
 	var rec broker.JobRecord
-	return rec, doJSON(hreq, http.StatusAccepted, &rec)
+	return rec, c.call(ctx, http.MethodPost, "/api/jobs", req, http.StatusAccepted, &rec)
 }
 
-func waitJob(ctx context.Context, srv, id string, timeout time.Duration) (broker.JobRecord, error) {
+func waitJob(ctx context.Context, c *apiClient, id string, timeout time.Duration) (broker.JobRecord, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		step := min(time.Until(deadline), 60*time.Second)
-		url := fmt.Sprintf("%s/api/jobs/%s?wait=%s", strings.TrimRight(srv, "/"), id, step.Round(time.Second))
-		hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return broker.JobRecord{}, err
-		}
+		path := fmt.Sprintf("/api/jobs/%s?wait=%s", url.PathEscape(id), step.Round(time.Second))
 		var rec broker.JobRecord
-		if err := doJSON(hreq, http.StatusOK, &rec); err != nil {
+		if err := c.call(ctx, http.MethodGet, path, nil, http.StatusOK, &rec); err != nil {
 			return rec, err
 		}
 		if rec.State.Final() || time.Now().After(deadline) {
 			return rec, nil
 		}
 	}
-}
-
-func doJSON(req *http.Request, want int, out any) error {
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%w (is `webordinary serve` running at that address? set --server)", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		var e struct{ Error string }
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s", e.Error)
-		}
-		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
-	}
-	return json.Unmarshal(body, out)
 }
 
 func printJSON(v any) error {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
@@ -24,7 +23,6 @@ import (
 	"github.com/webordinary/webordinary/internal/command"
 	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/live"
-	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/pipeline"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
@@ -60,13 +58,13 @@ func parseServe(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.previewAddr, "preview", "127.0.0.1:8081", "preview server address (http://edit.<project>.localhost:<port>/); empty = none")
 	fs.StringVar(&f.natsListen, "nats-listen", "127.0.0.1:4222", "where the embedded NATS accepts other worker processes; empty = in-process only")
 	fs.StringVar(&f.natsURL, "nats", "", "use this external NATS server or cluster instead of the embedded one")
-	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (required with a non-loopback --nats-listen)")
-	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password")
+	fs.StringVar(&f.natsUser, "nats-user", "", "NATS user (default: generated once into <data>/secrets/nats.json for the embedded engine)")
+	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password (with --nats-user)")
 	fs.BoolVar(&f.noSync, "no-sync", false, "do not fsync every write (faster; a power loss may lose the last accepted jobs)")
 	fs.DurationVar(&f.reconcile, "reconcile", 3*time.Second, "reconciler period")
 	fs.StringVar(&f.policy, "interrupt-policy", "interrupt", "what a new instruction does to a running job: interrupt or queue")
-	fs.StringVar(&f.publicURL, "public-url", "", "the dashboard's address as people reach it, for job links in replies (default http://<--http>)")
-	fs.StringVar(&f.token, "dashboard-token", "", "token required by the dashboard and API (mandatory when --http is not loopback)")
+	fs.StringVar(&f.publicURL, "public-url", "", "the dashboard's address as people reach it, for job links in replies; its host is the only non-loopback Host name the dashboard and API answer to (default http://<--http>)")
+	fs.StringVar(&f.token, "dashboard-token", "", "token required by the dashboard and API (default: generated once into <data>/secrets/api-token)")
 	fs.StringVar(&f.readyFile, "ready-file", "", "when ready, write {\"api\":URL,\"nats\":URL} to this file (for scripts and supervisors)")
 	f.workerFlags.register(fs, 4)
 	f.logFlags.register(fs)
@@ -79,7 +77,8 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkHTTPExposure(f.httpAddr, f.token); err != nil {
+	hosts, err := allowedHosts(f.httpAddr, f.publicURL)
+	if err != nil {
 		return err
 	}
 	policy := router.Policy(f.policy)
@@ -87,6 +86,10 @@ func (f *serveFlags) run(ctx context.Context) error {
 		return fmt.Errorf("--interrupt-policy %q: use interrupt or queue", f.policy)
 	}
 	f.defaults(f.data)
+	tokenSource, newToken, err := f.apiToken()
+	if err != nil {
+		return err
+	}
 	previewLn, err := f.listenPreview()
 	if err != nil {
 		return err
@@ -141,18 +144,17 @@ func (f *serveFlags) run(ctx context.Context) error {
 	apiHandler := (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects,
 		InspectMail: mail.in.Inspect}).Handler()
 	mail.registerMetrics()
-	mux := http.NewServeMux()
-	mux.Handle("/api/", apiHandler)
-	mux.Handle("/healthz", apiHandler)
-	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool), Token: f.token, Logger: log})
+	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool),
+		Token: f.token, Hosts: hosts, Logger: log})
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", dash.Handler())
-	srv := &http.Server{Handler: requireToken(f.token, mux), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "webordinary serving\n  dashboard and API: http://%s/\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
-		ln.Addr(), mail.describe(f.data), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
+	srv := &http.Server{Handler: routes(dash, apiHandler), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "webordinary serving\n  dashboard and API: http://%s/ (token in %s)\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n",
+		ln.Addr(), tokenSource, mail.describe(f.data), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor)
+	if newToken {
+		announceToken(ln.Addr().String(), f.token, f.data)
+	}
 	if err := f.writeReady(ln.Addr().String(), eng, mail); err != nil {
 		return err
 	}
@@ -228,16 +230,20 @@ func (f *serveFlags) engine(ctx context.Context) (*engine, error) {
 	if f.natsURL != "" {
 		return connectEngine(ctx, f.natsURL, f.natsUser, f.natsPassword)
 	}
+	creds, source, err := f.engineCreds()
+	if err != nil {
+		return nil, err
+	}
 	listen := f.natsListen
 	if strings.HasSuffix(listen, ":0") {
 		listen = strings.TrimSuffix(listen, ":0") + ":-1"
 	}
 	srv, err := natsjs.StartServer(natsjs.ServerConfig{Dir: filepath.Join(f.data, "nats"), NoSync: f.noSync,
-		Listen: listen, User: f.natsUser, Password: f.natsPassword})
+		Listen: listen, User: creds.User, Password: creds.Password})
 	if err != nil {
 		return nil, err
 	}
-	nc, err := natsjs.ConnectInProcess(srv, f.natsUser, f.natsPassword)
+	nc, err := natsjs.ConnectInProcess(srv, creds.User, creds.Password)
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
@@ -250,16 +256,35 @@ func (f *serveFlags) engine(ctx context.Context) (*engine, error) {
 	}
 	desc := "embedded NATS (in-process only)"
 	if f.natsListen != "" {
-		desc = "embedded NATS, workers may join at " + srv.ClientURL()
+		desc = "embedded NATS, workers may join at " + srv.ClientURL() + " (credentials: " + source + ")"
 	}
 	return &engine{backend: b, nc: nc, srv: srv, describe: desc}, nil
 }
 
-func connectEngine(ctx context.Context, url, user, password string) (*engine, error) {
-	if user != "" {
-		url = injectUser(url, user, password)
+// engineCreds are the embedded engine's credentials: --nats-user and --nats-password, else
+// the data directory's (generated on the first start); source says which, without the password.
+func (f *serveFlags) engineCreds() (natsCreds, string, error) {
+	if f.natsUser != "" || f.natsPassword != "" {
+		if f.natsUser == "" || f.natsPassword == "" {
+			return natsCreds{}, "", errors.New("set both --nats-user and --nats-password, or neither (serve then generates them into <data>/secrets/nats.json)")
+		}
+		return natsCreds{User: f.natsUser, Password: f.natsPassword}, "--nats-user/--nats-password", nil
 	}
-	nc, err := natsjs.Connect(url, "webordinary")
+	c, err := loadOrCreateNATSCreds(f.data)
+	if err != nil {
+		return natsCreds{}, "", fmt.Errorf("engine credentials: %w", err)
+	}
+	return c, secretPath(f.data, natsCredsFile), nil
+}
+
+// connectEngine connects to a NATS server; user and password, when set, are sent unless the
+// URL carries its own.
+func connectEngine(ctx context.Context, url, user, password string) (*engine, error) {
+	var opts []nats.Option
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, password))
+	}
+	nc, err := natsjs.Connect(url, "webordinary", opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -269,14 +294,6 @@ func connectEngine(ctx context.Context, url, user, password string) (*engine, er
 		return nil, err
 	}
 	return &engine{backend: b, nc: nc, describe: "NATS at " + nc.ConnectedUrlRedacted()}, nil
-}
-
-func injectUser(url, user, password string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return user + ":" + password + "@" + url
-	}
-	return scheme + "://" + user + ":" + password + "@" + rest
 }
 
 // listenPreview opens the preview server's listener, so workers report its real port.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,24 +13,24 @@ import (
 
 func runStatus(ctx context.Context, args []string) error {
 	var (
-		srv     string
+		cf      clientFlags
 		asJSON  bool
 		timeout = 10 * time.Second
 	)
 	fs := newFlags("status", "[--json]")
-	fs.StringVar(&srv, "server", "http://127.0.0.1:8080", "URL of a running `webordinary serve`")
+	cf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(srv, "/")+"/api/status", nil)
+	c, err := cf.client()
 	if err != nil {
 		return err
 	}
 	var st api.Status
-	if err := doJSON(req, http.StatusOK, &st); err != nil {
+	if err := c.call(ctx, http.MethodGet, "/api/status", nil, http.StatusOK, &st); err != nil {
 		return err
 	}
 	if asJSON {

@@ -6,6 +6,9 @@
 //	POST /api/jobs/{id}/interrupt  ask the owner to stop the job
 //	GET  /api/status               leases, pending per tenant, workers, recent jobs
 //	GET  /healthz                  200 when the engine answers
+//
+// The handler checks no access itself: serve puts it behind the dashboard's Guard (Host
+// allowlist, bearer token, cross-origin protection for writes) and /healthz behind GuardHost.
 package api
 
 import (

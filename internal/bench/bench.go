@@ -5,6 +5,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -77,15 +78,17 @@ func Run(ctx context.Context, cfg Config) error {
 
 // rig is one embedded engine with a router and an in-process pool.
 type rig struct {
-	dir     string
-	srv     *server.Server
-	url     string
-	b       *broker.Backend
-	router  *router.Router
-	results chan broker.Result
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closers []func()
+	dir string
+	srv *server.Server
+	url string
+	// user and password are the engine's credentials.
+	user, password string
+	b              *broker.Backend
+	router         *router.Router
+	results        chan broker.Result
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	closers        []func()
 }
 
 func newRig(ctx context.Context, cfg Config, listen bool) (*rig, error) {
@@ -93,7 +96,8 @@ func newRig(ctx context.Context, cfg Config, listen bool) (*rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	scfg := natsjs.ServerConfig{Dir: dir, NoSync: cfg.NoSync}
+	// The engine never listens without credentials; worker processes get them by environment.
+	scfg := natsjs.ServerConfig{Dir: dir, NoSync: cfg.NoSync, User: "bench", Password: rand.Text()}
 	if listen {
 		scfg.Listen = "127.0.0.1:-1"
 	}
@@ -101,7 +105,7 @@ func newRig(ctx context.Context, cfg Config, listen bool) (*rig, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &rig{dir: dir, srv: srv, url: srv.ClientURL(), results: make(chan broker.Result, 100000)}
+	r := &rig{dir: dir, srv: srv, url: srv.ClientURL(), user: scfg.User, password: scfg.Password, results: make(chan broker.Result, 100000)}
 	r.closers = append(r.closers, func() { srv.Shutdown(); srv.WaitForShutdown(); _ = os.RemoveAll(dir) })
 	if r.b, err = r.connect(ctx); err != nil {
 		r.close()
@@ -121,7 +125,7 @@ func newRig(ctx context.Context, cfg Config, listen bool) (*rig, error) {
 }
 
 func (r *rig) connect(ctx context.Context) (*broker.Backend, error) {
-	nc, err := natsjs.ConnectInProcess(r.srv, "", "")
+	nc, err := natsjs.ConnectInProcess(r.srv, r.user, r.password)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +135,7 @@ func (r *rig) connect(ctx context.Context) (*broker.Backend, error) {
 
 // pool starts an in-process pool; stop waits for it.
 func (r *rig) pool(ctx context.Context, cfg worker.Config) (stop func(), err error) {
-	nc, err := natsjs.ConnectInProcess(r.srv, "", "")
+	nc, err := natsjs.ConnectInProcess(r.srv, r.user, r.password)
 	if err != nil {
 		return nil, err
 	}

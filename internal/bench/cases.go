@@ -194,7 +194,7 @@ func startEight(ctx context.Context, cfg Config, r *rig) (stop func(), err error
 	if err != nil {
 		return nil, err
 	}
-	child, err := startWorkerProcess(cfg, r.url, 4, "noop")
+	child, err := startWorkerProcess(cfg, r, 4, "noop")
 	if err != nil {
 		stopLocal()
 		return nil, err
@@ -228,13 +228,14 @@ func submitAll(ctx context.Context, r *rig, tenants, jobs int) error {
 	return <-errs
 }
 
-func startWorkerProcess(cfg Config, url string, workers int, agent string) (*exec.Cmd, error) {
-	args := []string{"worker", "--nats", url, "--workers", fmt.Sprint(workers), "--processor", "noop",
+func startWorkerProcess(cfg Config, r *rig, workers int, agent string) (*exec.Cmd, error) {
+	args := []string{"worker", "--nats", r.url, "--workers", fmt.Sprint(workers), "--processor", "noop",
 		"--lease-ttl", cfg.LeaseTTL.String(), "--log-level", "error"}
 	if agent != "noop" {
 		args = append(args, "--agent-command", agent, "--processor", "command")
 	}
 	cmd := exec.Command(cfg.Self, args...)
+	cmd.Env = append(os.Environ(), "WO_NATS_USER="+r.user, "WO_NATS_PASSWORD="+r.password) // not in ps
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -276,7 +277,7 @@ func failover(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer r.close()
-	child, err := startWorkerProcess(cfg, r.url, 1, "sleep 600")
+	child, err := startWorkerProcess(cfg, r, 1, "sleep 600")
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -40,9 +41,11 @@ func (d *Dashboard) secure(next http.Handler) http.Handler {
 	})
 }
 
-// Guard applies the dashboard's access check (Config.Token, or loopback names only when
-// there is none) to h, so serve can protect the JSON API with the same token.
+// Guard puts h (the JSON API, /metrics) behind the dashboard's checks: a Host named by
+// Config.Hosts or loopback, cross-origin protection for state-changing methods, and the token
+// (Config.Token, or loopback names only when there is none).
 func (d *Dashboard) Guard(h http.Handler) http.Handler {
+	h = http.NewCrossOriginProtection().Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.admit(w, r) {
 			h.ServeHTTP(w, r)
@@ -50,8 +53,20 @@ func (d *Dashboard) Guard(h http.Handler) http.Handler {
 	})
 }
 
+// GuardHost checks only the Host (for /healthz, which load balancers call without a token).
+func (d *Dashboard) GuardHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.admitHost(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
 // admit reports whether r may proceed; when not, it has answered.
 func (d *Dashboard) admit(w http.ResponseWriter, r *http.Request) bool {
+	if !d.admitHost(w, r) {
+		return false
+	}
 	if d.cfg.Token == "" {
 		return d.admitLoopback(w, r)
 	}
@@ -64,9 +79,31 @@ func (d *Dashboard) admit(w http.ResponseWriter, r *http.Request) bool {
 	if c, err := r.Cookie(sessionCookie); err == nil && equal(c.Value, d.session()) {
 		return true
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="webordinary dashboard"`)
-	http.Error(w, "this dashboard needs its access token: open it once with ?token=<token> "+
-		"(the token serve printed or was given), or send Authorization: Bearer <token>", http.StatusUnauthorized)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="webordinary"`)
+	http.Error(w, "this needs the access token: open the dashboard once with ?token=<token> "+
+		"(serve printed it on its first start and keeps it in <data>/secrets/api-token), "+
+		"or send Authorization: Bearer <token>", http.StatusUnauthorized)
+	return false
+}
+
+// admitHost refuses a Host that is neither a loopback name nor one of Config.Hosts: a page of
+// another site whose name is rebound to this address (DNS rebinding) names its own host.
+func (d *Dashboard) admitHost(w http.ResponseWriter, r *http.Request) bool {
+	if loopbackHost(r.Host) || d.knownHost(r.Host) {
+		return true
+	}
+	http.Error(w, "unknown host name "+strconv.Quote(r.Host)+": this server answers only to localhost "+
+		"and its public URL's host (serve --public-url)", http.StatusForbidden)
+	return false
+}
+
+func (d *Dashboard) knownHost(hostport string) bool {
+	host := hostName(hostport)
+	for _, h := range d.cfg.Hosts {
+		if host != "" && host == hostName(h) {
+			return true
+		}
+	}
 	return false
 }
 
@@ -104,11 +141,7 @@ func (d *Dashboard) admitLoopback(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func loopbackHost(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	host := hostName(hostport)
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
@@ -123,6 +156,15 @@ func (d *Dashboard) checkCSRF(r *http.Request) (ok, fetch bool) {
 		return equal(h, d.csrf), true
 	}
 	return equal(r.PostFormValue(csrfField), d.csrf), false
+}
+
+// hostName is the lower-case name or address of a Host header, without port or final dot.
+func hostName(hostport string) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }

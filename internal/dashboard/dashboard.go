@@ -24,8 +24,13 @@ type Config struct {
 	// Local, when set, reports this process's workers first-hand (presence lags a heartbeat).
 	Local func() []broker.WorkerInfo
 	// Token, when set, is required on every request (Authorization: Bearer, or ?token= once,
-	// which sets an HttpOnly cookie). serve sets it when the HTTP address is not loopback.
+	// which sets an HttpOnly cookie). serve always sets one. Without it only loopback Host
+	// names are served.
 	Token string
+	// Hosts are the host names (or host:port; the port is ignored) that requests may name in
+	// their Host header besides loopback ones: the public URL's. Any other Host is refused,
+	// token or not (DNS rebinding).
+	Hosts []string
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }

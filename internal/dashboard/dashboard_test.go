@@ -398,23 +398,46 @@ func TestStatic(t *testing.T) {
 	}
 }
 
-// TestGuard: Guard puts another handler (the JSON API) behind the same token.
+// TestGuard: Guard puts another handler (the JSON API) behind the same Host check, token
+// and cross-origin protection; GuardHost checks only the Host.
 func TestGuard(t *testing.T) {
 	t.Parallel()
 	f := setup(t, options{})
-	d, err := dashboard.New(dashboard.Config{Backend: f.env.Backend, Router: f.router, Token: "s3cret"})
+	d, err := dashboard.New(dashboard.Config{Backend: f.env.Backend, Router: f.router, Token: "s3cret",
+		Hosts: []string{"edit.example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := d.Guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
-	for auth, want := range map[string]int{"": http.StatusUnauthorized, "Bearer nope": http.StatusUnauthorized,
-		"Bearer s3cret": http.StatusTeapot} {
-		req := httptest.NewRequest(http.MethodGet, "/api/status", nil)
-		req.Header.Set("Authorization", auth)
+	teapot := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	api, health := d.Guard(teapot), d.GuardHost(teapot)
+	cases := []struct {
+		name, method, host, auth string
+		headers                  []string
+		h                        http.Handler
+		want                     int
+	}{
+		{"no token", http.MethodGet, "127.0.0.1:8080", "", nil, api, http.StatusUnauthorized},
+		{"wrong token", http.MethodGet, "127.0.0.1:8080", "Bearer nope", nil, api, http.StatusUnauthorized},
+		{"token", http.MethodGet, "127.0.0.1:8080", "Bearer s3cret", nil, api, http.StatusTeapot},
+		{"public host", http.MethodPost, "EDIT.example.com.", "Bearer s3cret", nil, api, http.StatusTeapot},
+		{"rebound host with token", http.MethodGet, "evil.example:8080", "Bearer s3cret", nil, api, http.StatusForbidden},
+		{"cross-site POST", http.MethodPost, "localhost:8080", "Bearer s3cret", []string{"Sec-Fetch-Site", "cross-site"}, api, http.StatusForbidden},
+		{"foreign Origin POST", http.MethodPost, "localhost:8080", "Bearer s3cret", []string{"Origin", "http://evil.example"}, api, http.StatusForbidden},
+		{"foreign Origin GET", http.MethodGet, "localhost:8080", "Bearer s3cret", []string{"Origin", "http://evil.example"}, api, http.StatusTeapot},
+		{"health without token", http.MethodGet, "localhost", "", nil, health, http.StatusTeapot},
+		{"health on a rebound host", http.MethodGet, "evil.example", "", nil, health, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		req := httptest.NewRequest(tc.method, "/api/status", nil)
+		req.Host = tc.host
+		req.Header.Set("Authorization", tc.auth)
+		for i := 0; i+1 < len(tc.headers); i += 2 {
+			req.Header.Set(tc.headers[i], tc.headers[i+1])
+		}
 		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, req)
-		if rec.Code != want {
-			t.Errorf("Authorization %q: %d, want %d", auth, rec.Code, want)
+		tc.h.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, rec.Code, tc.want)
 		}
 	}
 }

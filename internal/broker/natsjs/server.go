@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -20,7 +22,9 @@ type ServerConfig struct {
 	NoSync bool
 	// Listen is a host:port to accept clients on (other worker processes); empty = in-process only.
 	Listen string
-	// User and Password are required by clients when set; required for a non-loopback Listen.
+	// User and Password are required of every client, in-process ones included. Required
+	// when Listen is set: the engine never accepts an unauthenticated socket, not even on
+	// loopback, where any local process (an agent's job among them) could otherwise reach it.
 	User, Password string
 	// Name is the server name; default "webordinary".
 	Name string
@@ -33,22 +37,13 @@ func (c ServerConfig) validate() error {
 	if c.Listen == "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("natsjs: listen address %q: %w (use host:port, e.g. 127.0.0.1:4222)", c.Listen, err)
 	}
-	if !isLoopback(host) && (c.User == "" || c.Password == "") {
-		return fmt.Errorf("natsjs: refusing to listen on non-loopback %q without credentials: set --nats-user and --nats-password, or listen on 127.0.0.1", c.Listen)
+	if c.User == "" || c.Password == "" {
+		return fmt.Errorf("natsjs: refusing to listen on %q without credentials: set a user and a password (any local process can reach loopback)", c.Listen)
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until it is ready.
@@ -114,11 +109,27 @@ func ConnectInProcess(s *server.Server, user, password string) (*nats.Conn, erro
 	return nc, nil
 }
 
-// Connect connects to an external server or cluster (comma-separated URLs).
-func Connect(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+// Connect connects to an external server or cluster (comma-separated URLs); opts add to the
+// defaults, e.g. nats.UserInfo (credentials in the URL take precedence over it).
+func Connect(url, name string, opts ...nats.Option) (*nats.Conn, error) {
+	opts = append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		return nil, fmt.Errorf("natsjs: connect %s: %w (give the server's user and password)", redact(url), err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: connect %s: %w (is `webordinary serve --nats-listen` running there?)", url, err)
+		return nil, fmt.Errorf("natsjs: connect %s: %w (is `webordinary serve --nats-listen` running there?)", redact(url), err)
 	}
 	return nc, nil
+}
+
+// redact hides the passwords of comma-separated NATS URLs, for messages.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -4,6 +4,8 @@ package natsjstest
 
 import (
 	"context"
+	"crypto/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +21,11 @@ type Env struct {
 	Server  *server.Server
 	Conn    *nats.Conn
 	Backend *broker.Backend
-	// URL is set when the server listens on loopback (Options.Listen).
+	// URL is set when the server listens on loopback (Options.Listen); it carries User and
+	// Password, which every client needs.
 	URL string
+	// User and Password are the server's generated credentials.
+	User, Password string
 }
 
 // Options tune Start.
@@ -35,7 +40,8 @@ type Options struct {
 // at the end of the test.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	cfg := natsjs.ServerConfig{Dir: t.TempDir(), NoSync: opts.NoSync}
+	env := &Env{User: "test", Password: rand.Text()}
+	cfg := natsjs.ServerConfig{Dir: t.TempDir(), NoSync: opts.NoSync, User: env.User, Password: env.Password}
 	if opts.Listen {
 		cfg.Listen = "127.0.0.1:-1"
 	}
@@ -44,9 +50,9 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatalf("start nats: %v", err)
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	env := &Env{Server: s}
+	env.Server = s
 	if opts.Listen {
-		env.URL = s.ClientURL()
+		env.URL = strings.Replace(s.ClientURL(), "://", "://"+env.User+":"+env.Password+"@", 1)
 	}
 	env.Conn, env.Backend = Connect(t, env)
 	return env
@@ -55,7 +61,7 @@ func Start(t testing.TB, opts Options) *Env {
 // Connect opens another in-process connection and backend on env's server.
 func Connect(t testing.TB, env *Env) (*nats.Conn, *broker.Backend) {
 	t.Helper()
-	nc, err := natsjs.ConnectInProcess(env.Server, "", "")
+	nc, err := natsjs.ConnectInProcess(env.Server, env.User, env.Password)
 	if err != nil {
 		t.Fatalf("connect nats: %v", err)
 	}
