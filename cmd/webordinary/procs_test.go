@@ -54,6 +54,12 @@ func (c *cluster) start(args ...string) *exec.Cmd {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = c.env()
+	return c.startCmd(cmd)
+}
+
+// startCmd starts cmd (a webordinary process) in the cluster's directory, logging to procs.log.
+func (c *cluster) startCmd(cmd *exec.Cmd) *exec.Cmd {
+	c.t.Helper()
 	cmd.Dir = c.dir
 	log, err := os.OpenFile(filepath.Join(c.dir, "procs.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {

@@ -90,6 +90,11 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 		remote = job.RepoURL
 	}
 	state := filepath.Join(p.cfg.State, job.Tenant.Project, job.Tenant.User)
+	// 0755 before the askpass helper's 0700 git/ below it: a sandboxed job's user must reach
+	// its agent state and home here.
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
+	}
 	env, err := workspace.AskpassEnv(filepath.Join(state, "git"))
 	if err != nil && !errors.Is(err, workspace.ErrNoToken) {
 		return nil, err
