@@ -14,7 +14,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 # Node 22 for site builds (current Astro needs Node >= 22.12) and for the agent CLIs.
 FROM node:22-bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git ca-certificates openssh-client util-linux \
+ && apt-get install -y --no-install-recommends git ca-certificates openssh-client util-linux bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 # Agent CLIs: Claude Code by default; add codex / opencode the same way if you use them.
 ARG AGENTS="@anthropic-ai/claude-code"
@@ -23,7 +23,11 @@ COPY --from=build /out/webordinary /usr/local/bin/webordinary
 RUN useradd --create-home --uid 10001 webordinary && mkdir -p /data && chown webordinary /data
 USER webordinary
 WORKDIR /data
-ENV WO_DATA=/data WO_HTTP=0.0.0.0:8080 WO_PREVIEW=0.0.0.0:8081 WO_SMTP=0.0.0.0:2525 WO_NATS_LISTEN=
+# Jobs run in bubblewrap, which needs user namespaces in the container: run it with
+#   docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined ...
+# (Docker's default seccomp profile refuses unshare/clone of new namespaces). Without that,
+# serve refuses to start rather than run jobs unsandboxed.
+ENV WO_SANDBOX=required WO_DATA=/data WO_HTTP=0.0.0.0:8080 WO_PREVIEW=0.0.0.0:8081 WO_SMTP=0.0.0.0:2525 WO_NATS_LISTEN=
 EXPOSE 8080 8081 2525
 ENTRYPOINT ["webordinary"]
 CMD ["serve"]

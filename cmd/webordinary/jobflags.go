@@ -78,3 +78,11 @@ func searchable(dir string) error {
 	}
 	return nil
 }
+
+// describe is the sandbox line of the startup banner.
+func (j *jobFlags) describe() string {
+	if j.sb == nil {
+		return "none (no workers here)"
+	}
+	return j.sb.String()
+}

@@ -79,6 +79,8 @@ func projectAdd(ctx context.Context, args []string) error {
 	fs.Var(senders(p.Senders), "sender", "ADDRESS=USER: mail from ADDRESS acts as USER (repeatable)")
 	fs.StringVar(&p.MailAuth, "mail-auth", "aligned", "sender authentication required: aligned (DKIM or SPF aligned with From), dkim, or none (trusted setups only)")
 	fs.BoolVar(&p.Acknowledge, "acknowledge", false, "send an acknowledgement with the job's link when an email is accepted")
+	fs.Var((*listFlag)(&p.Env), "env", "variable this project's agent and build get: NAME (the worker's value) or NAME=VALUE (stored in the project record; repeatable; WO_* refused)")
+	fs.BoolVar(&p.BuildOffline, "build-offline", false, "run the build command without network (the install keeps it)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

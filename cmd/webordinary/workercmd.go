@@ -51,7 +51,7 @@ func runWorker(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "webordinary worker: %d workers on %s (processor %s)\n", wf.workers, eng.describe, wf.processor)
+	fmt.Fprintf(os.Stderr, "webordinary worker: %d workers on %s (processor %s)\n  sandbox: %s\n", wf.workers, eng.describe, wf.processor, wf.job.describe())
 	return pool.Run(ctx)
 }
 
