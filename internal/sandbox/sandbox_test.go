@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 // required returns a sandbox in mode required, or skips (saying why) where bwrap cannot run.
-func required(t *testing.T, roots ...string) *sandbox.Sandbox {
+func required(t testing.TB, roots ...string) *sandbox.Sandbox {
 	t.Helper()
 	// Skip only where bwrap itself cannot make a user namespace; anything else is our bug.
 	if out, err := exec.Command("bwrap", "--unshare-user", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
@@ -39,7 +39,7 @@ func required(t *testing.T, roots ...string) *sandbox.Sandbox {
 // tenant is a job's directories: a workspace with a .git, under a root the job can reach.
 type tenant struct{ root, ws string }
 
-func newTenant(t *testing.T, s *sandbox.Sandbox) tenant {
+func newTenant(t testing.TB, s *sandbox.Sandbox) tenant {
 	t.Helper()
 	root := t.TempDir()
 	// t.TempDir's directories are 0700; the job's user must be able to enter them.
