@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
@@ -183,6 +184,14 @@ func (p *mailParts) describe(data string) string {
 		return "no SMTP listener (--smtp '')"
 	}
 	return fmt.Sprintf("smtp://%s for %s (replies: %s)", p.smtp.Addr(), p.in.Address(), "see --smtp-relay; default .eml files in "+filepath.Join(data, "outbox"))
+}
+
+// quarantine is the SMTP intake's quarantine, nil without a listener.
+func (p *mailParts) quarantine() dashboard.Quarantine {
+	if p.smtp == nil {
+		return nil
+	}
+	return p.smtp
 }
 
 // registerMetrics exposes the outbox's counts (once per process).

@@ -139,13 +139,13 @@ func (f *serveFlags) run(ctx context.Context) error {
 		jobBase = "http://" + ln.Addr().String()
 	}
 	apiHandler := (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects,
-		InspectMail: mail.in.Inspect}).Handler()
+		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
 	mail.registerMetrics()
 	mux := http.NewServeMux()
 	mux.Handle("/api/", apiHandler)
 	mux.Handle("/healthz", apiHandler)
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
-	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool), Token: f.token, Logger: log})
+	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool), Token: f.token, Quarantine: mail.quarantine(), Logger: log})
 	if err != nil {
 		return err
 	}
