@@ -22,6 +22,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
@@ -35,6 +36,7 @@ type mailFlags struct {
 	relay, relayUser, relayPassword, relayTLS                     string
 	maxBytes                                                      int64
 	perSender, perTenant                                          int
+	parse                                                         message.Limits
 }
 
 func (m *mailFlags) register(fs *flag.FlagSet) {
@@ -53,6 +55,8 @@ func (m *mailFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.relayTLS, "smtp-relay-tls", "starttls", "relay TLS: starttls, opportunistic, tls or none")
 	fs.IntVar(&m.perSender, "mail-per-sender", 30, "instructions per sender per hour")
 	fs.IntVar(&m.perTenant, "mail-per-tenant", 60, "instructions per project+user per hour")
+	fs.IntVar(&m.parse.MaxDepth, "mail-max-depth", message.DefaultMaxDepth, "deepest MIME nesting parsed; deeper mail is quarantined")
+	fs.DurationVar(&m.parse.Timeout, "mail-parse-timeout", message.DefaultTimeout, "time budget to parse one message; slower mail is quarantined")
 }
 
 // mail is the running mail front end.
@@ -83,7 +87,7 @@ func (m *mailFlags) build(ctx context.Context, data string, b *broker.Backend, r
 		return nil, err
 	}
 	in, err := newInbound(ctx, b, r, inbound.Config{Domains: m.domainList(), Local: m.local, Secret: secret,
-		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, JobURL: jobURL, Logger: log}, m)
+		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, Limits: m.parse, JobURL: jobURL, Logger: log}, m)
 	if err != nil {
 		return nil, err
 	}
