@@ -155,3 +155,33 @@ func waitQuarantined(t *testing.T, s *intake.Server, n int) []intake.Quarantined
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStopWhileHandlingKeepsTheMessage: Run returns promptly when ctx ends while the handler
+// is busy (it returns on ctx), and the message interrupted that way is not quarantined: it is
+// handled at the next start.
+func TestStopWhileHandlingKeepsTheMessage(t *testing.T) {
+	t.Parallel()
+	spool := t.TempDir()
+	busy := make(chan struct{}, 1)
+	stuck := func(ctx context.Context, _ intake.Envelope, raw []byte) error {
+		busy <- struct{}{}
+		<-ctx.Done()
+		return fmt.Errorf("%w: interrupted: %w", intake.ErrQuarantine, ctx.Err())
+	}
+	addr, stop := start(t, spool, stuck, 0)
+	send(t, addr, "alice@example.com", []byte(msg))
+	<-busy
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of ctx ending")
+	}
+	r := newReceived()
+	s := startServer(t, spool, r.handler)
+	wait(t, r, 1)
+	if q, _ := s.Quarantined(); len(q) != 0 {
+		t.Fatalf("a message interrupted by shutdown was quarantined: %+v", q)
+	}
+}
