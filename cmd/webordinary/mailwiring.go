@@ -18,9 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
@@ -34,6 +36,7 @@ type mailFlags struct {
 	relay, relayUser, relayPassword, relayTLS                     string
 	maxBytes                                                      int64
 	perSender, perTenant                                          int
+	parse                                                         message.Limits
 }
 
 func (m *mailFlags) register(fs *flag.FlagSet) {
@@ -52,6 +55,8 @@ func (m *mailFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.relayTLS, "smtp-relay-tls", "starttls", "relay TLS: starttls, opportunistic, tls or none")
 	fs.IntVar(&m.perSender, "mail-per-sender", 30, "instructions per sender per hour")
 	fs.IntVar(&m.perTenant, "mail-per-tenant", 60, "instructions per project+user per hour")
+	fs.IntVar(&m.parse.MaxDepth, "mail-max-depth", message.DefaultMaxDepth, "deepest MIME nesting parsed; deeper mail is quarantined")
+	fs.DurationVar(&m.parse.Timeout, "mail-parse-timeout", message.DefaultTimeout, "time budget to parse one message; slower mail is quarantined")
 }
 
 // mail is the running mail front end.
@@ -82,7 +87,7 @@ func (m *mailFlags) build(ctx context.Context, data string, b *broker.Backend, r
 		return nil, err
 	}
 	in, err := newInbound(ctx, b, r, inbound.Config{Domains: m.domainList(), Local: m.local, Secret: secret,
-		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, JobURL: jobURL, Logger: log}, m)
+		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, Limits: m.parse, JobURL: jobURL, Logger: log}, m)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +188,14 @@ func (p *mailParts) describe(data string) string {
 		return "no SMTP listener (--smtp '')"
 	}
 	return fmt.Sprintf("smtp://%s for %s (replies: %s)", p.smtp.Addr(), p.in.Address(), "see --smtp-relay; default .eml files in "+filepath.Join(data, "outbox"))
+}
+
+// quarantine is the SMTP intake's quarantine, nil without a listener.
+func (p *mailParts) quarantine() dashboard.Quarantine {
+	if p.smtp == nil {
+		return nil
+	}
+	return p.smtp
 }
 
 // registerMetrics exposes the outbox's counts (once per process).

@@ -142,10 +142,10 @@ func (f *serveFlags) run(ctx context.Context) error {
 		jobBase = "http://" + ln.Addr().String()
 	}
 	apiHandler := (&api.Server{Backend: eng.backend, Router: r, Logger: log, LocalWorkers: localWorkers(pool), Projects: projects,
-		InspectMail: mail.in.Inspect}).Handler()
+		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool),
-		Token: f.token, Hosts: hosts, Logger: log})
+		Token: f.token, Hosts: hosts, Quarantine: mail.quarantine(), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@
 //	GET  /api/jobs/{id}[?wait=30s] job record; with wait, returns when final or at the timeout
 //	POST /api/jobs/{id}/interrupt  ask the owner to stop the job
 //	GET  /api/status               leases, pending per tenant, workers, recent jobs
+//	POST /api/mail/inspect         raw message → the mail router's report (422 over the parse budget)
+//	GET  /api/mail/quarantine      mail set aside; POST …/{id}/release, DELETE …/{id}
 //	GET  /healthz                  200 when the engine answers
 //
 // The handler checks no access itself: serve puts it behind the dashboard's Guard (Host
@@ -24,6 +26,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 )
@@ -39,6 +42,8 @@ type Server struct {
 	Projects *project.Store
 	// InspectMail enables POST /api/mail/inspect (raw message in, the router's report out).
 	InspectMail func(ctx context.Context, env intake.Envelope, raw []byte) (*inbound.Report, error)
+	// Quarantine enables the /api/mail/quarantine routes; optional.
+	Quarantine MailQuarantine
 }
 
 // Handler returns the API's routes.
@@ -50,6 +55,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /healthz", s.health)
 	s.projectRoutes(mux)
+	s.quarantineRoutes(mux)
 	if s.InspectMail != nil {
 		mux.HandleFunc("POST /api/mail/inspect", s.inspectMail)
 	}
@@ -156,7 +162,8 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 }
 
 // inspectMail reports what the mail router would decide about a raw message, acting on
-// nothing. Query parameters fill the SMTP envelope: ip, helo, mailfrom, rcpt.
+// nothing. Query parameters fill the SMTP envelope: ip, helo, mailfrom ("<>" for a null
+// reverse-path), rcpt. A message over the parse budget is answered 422 at once.
 func (s *Server) inspectMail(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 30<<20))
 	if err != nil {
@@ -165,10 +172,17 @@ func (s *Server) inspectMail(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	env := intake.Envelope{RemoteIP: q.Get("ip"), Helo: q.Get("helo"), MailFrom: q.Get("mailfrom"), ReceivedAt: time.Now()}
+	if env.MailFrom == "<>" {
+		env.MailFrom, env.NullSender = "", true
+	}
 	if rcpt := q.Get("rcpt"); rcpt != "" {
 		env.Rcpt = []string{rcpt}
 	}
 	rep, err := s.InspectMail(r.Context(), env, raw)
+	if errors.Is(err, message.ErrBudget) {
+		writeError(w, http.StatusUnprocessableEntity, "the mail intake would quarantine this message: "+err.Error())
+		return
+	}
 	if rep == nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprint(err))
 		return

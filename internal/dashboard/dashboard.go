@@ -23,6 +23,8 @@ type Config struct {
 	Live *live.Hub
 	// Local, when set, reports this process's workers first-hand (presence lags a heartbeat).
 	Local func() []broker.WorkerInfo
+	// Quarantine, when set, shows the mail intake's quarantine (list, release, delete).
+	Quarantine Quarantine
 	// Token, when set, is required on every request (Authorization: Bearer, or ?token= once,
 	// which sets an HttpOnly cookie). serve always sets one. Without it only loopback Host
 	// names are served.
@@ -102,6 +104,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /dead", d.dead)
 	mux.HandleFunc("POST /dead/{project}/{user}/{job}/retry", d.retry)
 	mux.HandleFunc("POST /dead/{project}/{user}/{job}/discard", d.discard)
+	mux.HandleFunc("GET /quarantine", d.quarantine)
+	mux.HandleFunc("POST /quarantine/{id}/release", d.quarantineRelease)
+	mux.HandleFunc("POST /quarantine/{id}/delete", d.quarantineDelete)
 	mux.HandleFunc("GET /static/{file}", staticFile)
 	return d.secure(mux)
 }

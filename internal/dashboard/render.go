@@ -34,7 +34,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"overview", "job", "dead", "problem"}
+var pageNames = []string{"overview", "job", "dead", "quarantine", "problem"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}

@@ -40,6 +40,7 @@ type fixture struct {
 type options struct {
 	token       string
 	maxAttempts int
+	quarantine  dashboard.Quarantine
 }
 
 func setup(t *testing.T, opts options) *fixture {
@@ -50,7 +51,7 @@ func setup(t *testing.T, opts options) *fixture {
 	f.startRouter()
 	pool := f.startPool(opts.maxAttempts)
 	d, err := dashboard.New(dashboard.Config{Backend: f.env.Backend, Router: f.router, Live: f.hub,
-		Local: pool.Status, Token: opts.token, Logger: testLogger(t)})
+		Local: pool.Status, Token: opts.token, Quarantine: opts.quarantine, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

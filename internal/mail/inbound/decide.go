@@ -25,6 +25,11 @@ var (
 // decide fills r.Thread, r.Auth and r.Decision. count applies the rate limits. It returns an
 // error only for a temporary failure (DNS, the engine), when the message should wait.
 func (in *Inbound) decide(ctx context.Context, env intake.Envelope, r *Report, count bool) error {
+	if env.NullSender { // a bounce or other automatic mail: never run, never answered
+		r.Loop = "a null reverse-path (MAIL FROM:<>)"
+		r.Decision = Decision{Action: "ignore", Reason: "not answering " + r.Loop + ": automatic mail"}
+		return nil
+	}
 	if loop := loopVerdict(r.msg, in.cfg.Local, in.cfg.Domains); loop != "" {
 		r.Loop = loop
 		r.Decision = Decision{Action: "ignore", Reason: "not answering " + loop}

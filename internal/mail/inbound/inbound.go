@@ -49,6 +49,9 @@ type Config struct {
 	Outbox *outbox.Outbox
 	// PerSender and PerTenant bound instructions per hour. Defaults 30 and 60.
 	PerSender, PerTenant int
+	// Limits bound the parsing of each message (zero fields: message's defaults). A message
+	// over them is quarantined by the intake; raise them and release it to handle it after all.
+	Limits message.Limits
 	// JobURL, when set, links a job in replies.
 	JobURL func(jobID string) string
 	Now    func() time.Time
@@ -149,8 +152,10 @@ type Decision struct {
 }
 
 // Inspect decides about raw without acting (no job, no reply, no rate counting).
+// A message the parser rejects (over the budget, or nothing readable) gets a report with the
+// action "quarantine" and the parser's error.
 func (in *Inbound) Inspect(ctx context.Context, env intake.Envelope, raw []byte) (*Report, error) {
-	r, err := in.read(raw)
+	r, err := in.read(ctx, raw)
 	if err != nil {
 		return r, err
 	}
@@ -161,11 +166,14 @@ func (in *Inbound) Inspect(ctx context.Context, env intake.Envelope, raw []byte)
 }
 
 // Handle decides about one accepted message and acts: submit, refuse (with a reply to a
-// verified sender) or ignore. It is idempotent for the same spooled message. An error means
-// "try again later" (a temporary failure).
+// verified sender) or ignore. It is idempotent for the same spooled message. An error wrapping
+// intake.ErrQuarantine means the message cannot be parsed within the limits (set it aside);
+// any other error means "try again later" (a temporary failure).
 func (in *Inbound) Handle(ctx context.Context, env intake.Envelope, raw []byte) error {
 	r, err := in.Process(ctx, env, raw)
 	switch {
+	case errors.Is(err, intake.ErrQuarantine):
+		metrics.MailIn.WithLabelValues("quarantine").Inc()
 	case err != nil:
 		metrics.MailIn.WithLabelValues("retry").Inc()
 	case r != nil:
@@ -176,10 +184,12 @@ func (in *Inbound) Handle(ctx context.Context, env intake.Envelope, raw []byte) 
 
 // Process is Handle, also returning the report of what was decided and done.
 func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte) (*Report, error) {
-	r, err := in.read(raw)
+	r, err := in.read(ctx, raw)
 	if err != nil {
-		in.cfg.Logger.WarnContext(ctx, "unreadable mail ignored", slog.Any("err", err))
-		return r, nil
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: %w", intake.ErrQuarantine, err)
+		}
+		return r, err
 	}
 	if dup, err := in.seen(ctx, r.MessageID); err != nil || dup {
 		if dup {
@@ -213,10 +223,12 @@ func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte)
 	return r, in.remember(ctx, r)
 }
 
-func (in *Inbound) read(raw []byte) (*Report, error) {
-	m, err := message.Parse(raw)
+// read parses raw within the configured limits; the error is the parser's (ErrBudget,
+// ErrMalformed) or ctx.Err().
+func (in *Inbound) read(ctx context.Context, raw []byte) (*Report, error) {
+	m, err := message.ParseContext(ctx, raw, in.cfg.Limits)
 	if err != nil {
-		return &Report{Decision: Decision{Action: "ignore", Reason: "unreadable message: " + err.Error()}}, err
+		return &Report{Decision: Decision{Action: "quarantine", Reason: "unreadable message: " + err.Error()}}, err
 	}
 	ex := reply.Extract(m.Text)
 	r := &Report{From: m.From.Addr, Subject: m.Subject, MessageID: m.MessageID, Instruction: ex.Text,

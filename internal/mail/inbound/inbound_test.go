@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/mail"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
@@ -219,5 +221,52 @@ func TestThreadingByTokenAndInReplyTo_AndForeignTokenRefused(t *testing.T) {
 	env.Rcpt = []string{tokenRcpt}
 	if rep, _ := f.in.Inspect(ctx, env, alice); rep.Decision.Action != "run" || rep.Thread.By != "token" || rep.Thread.Thread != thread {
 		t.Fatalf("own token: %+v %+v", rep.Decision, rep.Thread)
+	}
+}
+
+// TestNullReversePathNeverRunsNorReplies: MAIL FROM:<> is automatic mail — even signed by a
+// registered sender it queues no job, and a refusal it would have earned gets no reply.
+func TestNullReversePathNeverRunsNorReplies(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, from := range []string{"alice@example.com", "carol@example.com"} {
+		env := envelope("")
+		env.NullSender = true
+		raw := f.mail(from, "edit@edit.example.net", from+".null@x", "", "Make the header green", "example.com")
+		rep, err := f.in.Process(context.Background(), env, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Decision.Action != "ignore" || rep.Decision.Reply || !strings.Contains(rep.Loop, "MAIL FROM:<>") || rep.JobID != "" {
+			t.Errorf("%s: decision %+v loop %q job %q", from, rep.Decision, rep.Loop, rep.JobID)
+		}
+	}
+	// The same refusal with a real reverse-path is answered, so the check above means something.
+	f.handle(f.mail("carol@example.com", "edit@edit.example.net", "c2@x", "", "Make the header green", "example.com"), "carol@example.com")
+	if sent := f.sent(1); len(sent) != 1 || sent[0].Header.Get("In-Reply-To") != "<c2@x>" {
+		t.Fatalf("%d replies; want only the one to the non-null refusal", len(sent))
+	}
+	if f.pending("alice") != 0 {
+		t.Fatal("a null reverse-path message queued a job")
+	}
+}
+
+// TestHostileMessageIsQuarantined: the deeply nested, unclosed message fails Handle quickly
+// with intake.ErrQuarantine (not a temporary error), and Inspect reports it the same way.
+func TestHostileMessageIsQuarantined(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	raw, err := os.ReadFile(filepath.Join("..", "message", "testdata", "hostile_nested.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.in.Handle(ctx, envelope("x@evil.example"), raw); !errors.Is(err, intake.ErrQuarantine) || !errors.Is(err, message.ErrBudget) {
+		t.Fatalf("Handle = %v; want ErrQuarantine and ErrBudget", err)
+	}
+	rep, err := f.in.Inspect(ctx, envelope("x@evil.example"), raw)
+	if !errors.Is(err, message.ErrBudget) || rep == nil || rep.Decision.Action != "quarantine" {
+		t.Fatalf("Inspect = %+v, %v", rep, err)
 	}
 }

@@ -27,10 +27,15 @@ type Envelope struct {
 	Rcpt       []string  `json:"rcpt"`
 	TLS        bool      `json:"tls"`
 	ReceivedAt time.Time `json:"receivedAt"`
+	// NullSender is true for MAIL FROM:<> (MailFrom is then ""): a bounce or other automatic
+	// message, which must never be answered (RFC 5321 §4.5.5).
+	NullSender bool `json:"nullSender,omitempty"`
 }
 
 // Handler processes one accepted message. A nil error removes it from the spool; an error
-// keeps it for another try (the handler must be idempotent: it may see a message twice).
+// wrapping ErrQuarantine sets it aside in the quarantine; any other error keeps it for another
+// try, holding back the later messages (the handler must be idempotent: it may see a message
+// twice). The handler must return soon after ctx ends: Run waits for it.
 type Handler func(ctx context.Context, env Envelope, raw []byte) error
 
 // Config configures the listener.
@@ -193,15 +198,22 @@ func (s *Server) drain(ctx context.Context) {
 	}
 }
 
-// handleOne hands one spooled message to the handler; false means it failed and stays.
+// handleOne hands one spooled message to the handler; false means it failed and stays (and
+// holds back the later ones). A message the handler rejects for good (ErrQuarantine) and an
+// unreadable entry are set aside instead, so they never hold back the rest.
 func (s *Server) handleOne(ctx context.Context, id string) bool {
 	env, raw, err := s.spool.read(id)
-	if err != nil { // an unreadable entry must not hold back every later message
-		s.cfg.Logger.ErrorContext(ctx, "unreadable spool entry set aside", slog.String("spool", id), slog.Any("err", err))
-		return s.spool.quarantine(id) == nil
+	if err != nil {
+		return s.setAside(ctx, id, "unreadable", "unreadable spool entry: "+err.Error())
 	}
 	err = s.cfg.Handler(ctx, env, raw)
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return false // stopping: handled again at the next start
+	case errors.Is(err, ErrQuarantine):
+		return s.setAside(ctx, id, "rejected", err.Error())
+	default:
 		s.cfg.Logger.WarnContext(ctx, "mail handling failed; will retry", slog.String("spool", id), slog.Any("err", err))
 		return false
 	}
@@ -217,11 +229,11 @@ type session struct {
 	env Envelope
 }
 
-func (ss *session) Reset()        { ss.env.MailFrom, ss.env.Rcpt = "", nil }
+func (ss *session) Reset()        { ss.env.MailFrom, ss.env.NullSender, ss.env.Rcpt = "", false, nil }
 func (ss *session) Logout() error { return nil }
 
 func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
-	ss.env.MailFrom = from
+	ss.env.MailFrom, ss.env.NullSender = from, from == ""
 	return nil
 }
 

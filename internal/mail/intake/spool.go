@@ -98,18 +98,3 @@ func (s *spool) done(id string) error {
 	}
 	return err
 }
-
-// quarantine moves an unreadable entry to bad/ for an operator to look at.
-func (s *spool) quarantine(id string) error {
-	bad := filepath.Join(s.dir, "bad")
-	if err := os.MkdirAll(bad, 0o700); err != nil {
-		return err
-	}
-	for _, ext := range []string{".eml", ".json"} {
-		err := os.Rename(filepath.Join(s.dir, id+ext), filepath.Join(bad, id+ext))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
-}

@@ -8,6 +8,14 @@
 // a best-effort [Message] with the parser's complaints in [Message.Problems], and only fails (with
 // an error wrapping [ErrMalformed]) when nothing usable can be read. It never panics.
 //
+// Parsing is bounded ([Limits], [ParseContext]): nesting depth, part count, size and wall-clock
+// time; a message over them fails with [ErrBudget]. Boundaries the sender left open are closed
+// before enmime reads the message (its nested readers otherwise cost 2^depth reads at an
+// unclosed end). At the time budget or when ctx ends the caller gets its answer at once and
+// the parser's reads fail, which ends it; what it may still do in memory before it notices
+// (building the tree of at most MaxParts parts, converting HTML) is bounded by MaxParts and
+// MaxBytes, not interrupted.
+//
 // What this package does not do: decide whether the sender is allowed (see the router), extract
 // the new text of a reply (see package reply), or sanitize attachment names for storage.
 package message

@@ -1,73 +1,58 @@
 package message
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
-	"regexp"
+	"time"
 )
 
-// maxParts caps the MIME parts handed to enmime, whose tree building is quadratic in the number
-// of parts: a hostile message with tens of thousands of tiny parts would otherwise take minutes.
-// Real mail has a few dozen at most.
-const maxParts = 1000
+// ErrBudget is wrapped by the error Parse returns when a message exceeds its [Limits]: nested
+// deeper than MaxDepth, larger than MaxBytes, or not parsed within Timeout. Such a message is
+// hostile or broken beyond use; it is not worth trying again with the same limits.
+var ErrBudget = errors.New("message exceeds the parse budget")
 
-// maxBoundaries caps how many distinct boundary parameters are looked for.
-const maxBoundaries = 64
+// Defaults of [Limits]. Real mail nests a handful of levels (mixed › related › alternative,
+// plus a forwarded message or two) and has a few dozen parts at most.
+const (
+	DefaultMaxDepth = 20
+	DefaultMaxParts = 1000
+	DefaultMaxBytes = 64 << 20 // what the engine carries; SMTP refuses more than 25 MB by default
+	DefaultTimeout  = 5 * time.Second
+)
 
-// boundaryParam finds boundary parameters anywhere in the raw message (nested parts too).
-var boundaryParam = regexp.MustCompile(`(?i)boundary\s*=\s*(?:"([^"\r\n]+)"|([^\s;"]+))`)
-
-// limitParts returns raw cut just before the delimiter line that would start part maxParts+1,
-// and whether it cut anything.
-func limitParts(raw []byte) ([]byte, bool) {
-	delims := boundaryDelimiters(raw)
-	if len(delims) == 0 {
-		return raw, false
-	}
-	count := 0
-	for i := 0; i < len(raw); {
-		next := bytes.Index(raw[i:], []byte("\n--"))
-		if next < 0 {
-			break
-		}
-		at := i + next + 1
-		if startsWithAny(raw[at:], delims) {
-			count++
-			if count > maxParts {
-				return raw[:at], true
-			}
-		}
-		i = at
-	}
-	return raw, false
+// Limits bound the work of parsing one message. The zero value means the defaults.
+type Limits struct {
+	// MaxDepth is the deepest multipart nesting accepted (the top-level multipart is depth 1).
+	// A deeper message fails with ErrBudget. Default DefaultMaxDepth.
+	MaxDepth int
+	// MaxParts is how many MIME parts are parsed; the rest of the message is dropped and a
+	// Problem says so (the message is still usable). Default DefaultMaxParts.
+	MaxParts int
+	// MaxBytes is the largest message parsed; a larger one fails with ErrBudget.
+	// Default DefaultMaxBytes.
+	MaxBytes int
+	// Timeout is the wall-clock budget of one Parse; past it Parse fails with ErrBudget.
+	// Default DefaultTimeout.
+	Timeout time.Duration
 }
 
-// boundaryDelimiters returns "--boundary" for each distinct boundary parameter, at most
-// maxBoundaries of them.
-func boundaryDelimiters(raw []byte) [][]byte {
-	seen := make(map[string]bool)
-	var out [][]byte
-	for _, m := range boundaryParam.FindAllSubmatch(raw, maxBoundaries) {
-		b := string(m[1]) + string(m[2])
-		if !seen[b] {
-			seen[b] = true
-			out = append(out, []byte("--"+b))
-		}
+func (l Limits) withDefaults() Limits {
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
 	}
-	return out
+	if l.MaxParts <= 0 {
+		l.MaxParts = DefaultMaxParts
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
+	}
+	return l
 }
 
-// startsWithAny reports whether b starts with one of the prefixes.
-func startsWithAny(b []byte, prefixes [][]byte) bool {
-	for _, p := range prefixes {
-		if bytes.HasPrefix(b, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// truncationProblem describes a cut made by limitParts.
-func truncationProblem() string {
+// truncationProblem describes a cut made at MaxParts.
+func truncationProblem(maxParts int) string {
 	return fmt.Sprintf("error: more than %d MIME parts; the rest of the message was dropped", maxParts)
 }

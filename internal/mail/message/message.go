@@ -2,8 +2,10 @@ package message
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/textproto"
 	"slices"
 	"time"
@@ -78,21 +80,76 @@ var parser = enmime.NewParser(
 	enmime.SetReadPartErrorPolicy(enmime.AllowCorruptTextPartErrorPolicy),
 )
 
-// Parse parses a raw RFC 5322 message. Malformed MIME gets a best-effort Message plus Problems,
-// or an error wrapping ErrMalformed when nothing usable can be read — never a panic.
+// Parse parses a raw RFC 5322 message within the default [Limits]. Malformed MIME gets a
+// best-effort Message plus Problems, or an error wrapping ErrMalformed when nothing usable can
+// be read, or ErrBudget when the message exceeds the limits — never a panic.
 // Parse is safe for concurrent use.
-func Parse(raw []byte) (msg *Message, err error) {
+func Parse(raw []byte) (*Message, error) {
+	return ParseContext(context.Background(), raw, Limits{})
+}
+
+// ParseContext is Parse within lim (zero fields mean the defaults). It returns within
+// lim.Timeout or when ctx ends, whichever comes first: ctx.Err() unwrapped when ctx ended, an
+// error wrapping ErrBudget at the timeout. The parser itself stops reading at that point too;
+// what it may still be doing in memory is bounded by MaxParts and MaxBytes.
+func ParseContext(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
+	lim = lim.withDefaults()
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, fmt.Errorf("empty input: %w", ErrMalformed)
 	}
-	raw, truncated := limitParts(raw)
-	env, perr := readEnvelope(raw)
-	if perr != nil {
-		return parseFallback(raw, perr)
+	if len(raw) > lim.MaxBytes {
+		return nil, fmt.Errorf("message of %d bytes is larger than %d: %w", len(raw), lim.MaxBytes, ErrBudget)
 	}
-	msg = fromEnvelope(env)
-	if truncated {
-		msg.addProblem(truncationProblem())
+	ctx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errTimeout)
+	defer cancel()
+	type result struct {
+		msg *Message
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		msg, err := parse(ctx, raw, lim)
+		done <- result{msg, err}
+	}()
+	select {
+	case r := <-done:
+		return r.msg, r.err
+	case <-ctx.Done():
+		return nil, budgetErr(ctx, lim)
+	}
+}
+
+// errTimeout is the cause of a parse's context ending at its time budget.
+var errTimeout = errors.New("parse timed out")
+
+// budgetErr is the error of a parse whose ctx ended: ErrBudget at the time budget, else the
+// caller's ctx.Err().
+func budgetErr(ctx context.Context, lim Limits) error {
+	if errors.Is(context.Cause(ctx), errTimeout) {
+		return fmt.Errorf("not parsed within %v: %w", lim.Timeout, ErrBudget)
+	}
+	return ctx.Err()
+}
+
+// parse does the work of ParseContext; it stops reading once ctx ends.
+func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
+	sh, err := shape(raw, lim)
+	if err != nil {
+		return nil, err
+	}
+	env, perr := readEnvelope(&ctxReader{ctx: ctx, r: bytes.NewReader(sh.raw)})
+	if ctx.Err() != nil {
+		return nil, budgetErr(ctx, lim)
+	}
+	if perr != nil {
+		return parseFallback(sh.raw, perr)
+	}
+	msg := fromEnvelope(env)
+	if sh.truncated {
+		msg.addProblem(truncationProblem(lim.MaxParts))
+	}
+	for _, b := range sh.unclosed {
+		msg.addProblem(fmt.Sprintf("warning: %s: Boundary %q was not closed correctly", enmime.ErrorMissingBoundary, b))
 	}
 	if msg.empty() {
 		return nil, fmt.Errorf("no headers and no body found: %w", ErrMalformed)
@@ -100,15 +157,28 @@ func Parse(raw []byte) (msg *Message, err error) {
 	return msg, nil
 }
 
+// ctxReader fails every read once ctx has ended, which ends enmime's parse.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 // readEnvelope runs enmime and turns a panic inside it into an error, so one hostile message
 // cannot take the router down.
-func readEnvelope(raw []byte) (env *enmime.Envelope, err error) {
+func readEnvelope(r io.Reader) (env *enmime.Envelope, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			env, err = nil, fmt.Errorf("mime parser panicked: %v", r)
 		}
 	}()
-	return parser.ReadEnvelope(bytes.NewReader(raw))
+	return parser.ReadEnvelope(r)
 }
 
 // fromEnvelope maps enmime's envelope onto a Message.
