@@ -38,7 +38,10 @@ func TestHostileMailQuarantinedAndSIGTERM(t *testing.T) {
 	if list := m.get(t, "/api/mail/quarantine", http.StatusOK); !strings.Contains(list, "parse budget") {
 		t.Fatalf("quarantine:\n%s", list)
 	}
-	res, err := http.Post(m.c.api+"/api/mail/inspect", "message/rfc822", bytes.NewReader(hostile))
+	req, _ := http.NewRequest(http.MethodPost, m.c.api+"/api/mail/inspect", bytes.NewReader(hostile))
+	req.Header.Set("Content-Type", "message/rfc822")
+	req.Header.Set("Authorization", "Bearer "+m.c.client().token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +62,9 @@ func TestHostileMailQuarantinedAndSIGTERM(t *testing.T) {
 
 func (m *mailSetup) get(t *testing.T, path string, want int) string {
 	t.Helper()
-	res, err := http.Get(m.c.api + path)
+	req, _ := http.NewRequest(http.MethodGet, m.c.api+path, nil)
+	req.Header.Set("Authorization", "Bearer "+m.c.client().token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
