@@ -146,3 +146,17 @@ func BenchmarkHostileNested(b *testing.B) {
 		})
 	}
 }
+
+// TestParseHostileMismatchedHeader: a fuzzed hostile message whose broken header enmime reads
+// as multipart but shape does not (so its boundaries stay unclosed) is still refused promptly:
+// the reads past the end are bounded.
+func TestParseHostileMismatchedHeader(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("testdata", "hostile_mismatched_header.eml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseLimitsWithin(t, raw, message.Limits{MaxDepth: 40}, 10*time.Second); !errors.Is(err, message.ErrBudget) {
+		t.Fatalf("Parse = %v; want ErrBudget", err)
+	}
+}

@@ -11,7 +11,8 @@
 // Parsing is bounded ([Limits], [ParseContext]): nesting depth, part count, size and wall-clock
 // time; a message over them fails with [ErrBudget]. Boundaries the sender left open are closed
 // before enmime reads the message (its nested readers otherwise cost 2^depth reads at an
-// unclosed end). At the time budget or when ctx ends the caller gets its answer at once and
+// unclosed end); a message whose boundary parameters shape cannot all place (more than 20 of
+// them) is refused rather than handed to enmime blind. At the time budget or when ctx ends the caller gets its answer at once and
 // the parser's reads fail, which ends it; what it may still do in memory before it notices
 // (building the tree of at most MaxParts parts, converting HTML) is bounded by MaxParts and
 // MaxBytes, not interrupted.

@@ -137,9 +137,13 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, perr := readEnvelope(&ctxReader{ctx: ctx, r: bytes.NewReader(sh.raw)})
+	br := &budgetReader{ctx: ctx, r: bytes.NewReader(sh.raw)}
+	env, perr := readEnvelope(br)
 	if ctx.Err() != nil {
 		return nil, budgetErr(ctx, lim)
+	}
+	if br.eofReads >= maxEOFReads {
+		return nil, errEOFReads
 	}
 	if perr != nil {
 		return parseFallback(sh.raw, perr)
@@ -157,17 +161,35 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 	return msg, nil
 }
 
-// ctxReader fails every read once ctx has ended, which ends enmime's parse.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
+// budgetReader is what enmime reads from. It fails every read once ctx has ended, and once
+// enmime has asked for more after the end too often: each unclosed nesting level doubles those
+// reads, so a structure shape could not see the way enmime does still ends within maxEOFReads.
+// Either failure ends enmime's parse promptly (an error, unlike EOF, is passed straight up).
+type budgetReader struct {
+	ctx      context.Context
+	r        io.Reader
+	eofReads int
 }
 
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
+// maxEOFReads bounds the reads past the end. enmime makes a few per part on well-formed mail
+// (a handful per nesting level); 2^12 is far above that and takes microseconds.
+const maxEOFReads = 1 << 12
+
+// errEOFReads is the failure of a read past maxEOFReads.
+var errEOFReads = fmt.Errorf("mime structure needs more than %d reads past the end (unclosed nesting?): %w", maxEOFReads, ErrBudget)
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return c.r.Read(p)
+	if b.eofReads >= maxEOFReads {
+		return 0, errEOFReads
+	}
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.eofReads++
+	}
+	return n, err
 }
 
 // readEnvelope runs enmime and turns a panic inside it into an error, so one hostile message

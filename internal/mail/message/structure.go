@@ -21,6 +21,10 @@ import (
 // boundaryParam finds a boundary parameter in a Content-Type mime.ParseMediaType rejects.
 var boundaryParam = regexp.MustCompile(`(?i)boundary\s*=\s*(?:"([^"\r\n]+)"|([^\s;"]+))`)
 
+// anyBoundaryParam matches anything enmime might read as a boundary parameter, RFC 2231 forms
+// included. Every multipart level enmime builds needs one.
+var anyBoundaryParam = regexp.MustCompile(`(?i)boundary\s*(?:\*[0-9]*\*?)?\s*=`)
+
 // shaped is raw made safe for enmime.
 type shaped struct {
 	raw       []byte
@@ -36,6 +40,7 @@ type shaper struct {
 	out   bytes.Buffer
 	open  []string // boundaries, outermost first
 	parts int
+	multi int // multipart header blocks entered
 	res   shaped
 }
 
@@ -52,6 +57,9 @@ func shape(raw []byte, lim Limits) (shaped, error) {
 		return shaped{}, err
 	}
 	s.closeFrom(0)
+	if err := s.checkAccounted(); err != nil {
+		return shaped{}, err
+	}
 	if !s.res.repaired && !s.res.truncated {
 		s.res.raw = raw
 		return s.res, nil
@@ -98,11 +106,28 @@ func (s *shaper) enter(head []byte) error {
 		return nil
 	}
 	s.open = append(s.open, b)
+	s.multi++
 	if len(s.open) > s.lim.MaxDepth {
 		return fmt.Errorf("multipart nested deeper than %d levels: %w", s.lim.MaxDepth, ErrBudget)
 	}
 	return nil
 }
+
+// checkAccounted guards against enmime reading a structure shape did not see (a header shape
+// parses differently): its unclosed levels would cost 2^levels again. With at most
+// blindDepth boundary parameters in the whole message, enmime cannot nest deeper than that
+// whatever it sees; with more, every one of them must be a multipart header shape entered.
+func (s *shaper) checkAccounted() error {
+	limit := max(min(s.lim.MaxDepth, blindDepth), s.multi)
+	if n := len(anyBoundaryParam.FindAllIndex(s.in, limit+1)); n > limit {
+		return fmt.Errorf("more than %d boundary parameters, only %d of them in multipart headers: %w", limit, s.multi, ErrBudget)
+	}
+	return nil
+}
+
+// blindDepth is how deep enmime may nest where shape cannot vouch for the structure: 2^20
+// reads at worst, a fraction of a second.
+const blindDepth = 20
 
 // match finds the innermost open boundary line is a delimiter (or, final, a terminator) of;
 // -1 when none. Like enmime: "--b" followed by white space or "--b--".
