@@ -68,7 +68,7 @@ func TestHostileJob(t *testing.T) {
 		_ = os.Remove(p) // a run without the sandbox may have left them
 	}
 	dir := reachableTempDir(t)
-	origin := hostileSite(t, dir)
+	origin := bareSite(t, dir, [2]string{"hostile.sh", hostileScript})
 	data, ready := filepath.Join(dir, "data"), filepath.Join(dir, "ready.json")
 	other := filepath.Join(data, "workspaces", "other", "bob", "secret.txt")
 	mustWrite(t, other, "OTHER-TENANT-SECRET-4711")
@@ -128,19 +128,6 @@ func checkRefused(t *testing.T, who, attempts string, n int) {
 		}
 	}
 	t.Logf("%s attempts:\n%s", who, attempts)
-}
-
-func hostileSite(t *testing.T, dir string) string {
-	t.Helper()
-	bare, seed := filepath.Join(dir, "origin.git"), filepath.Join(dir, "seed")
-	gitOut(t, dir, "init", "--quiet", "--bare", "--initial-branch=main", bare)
-	gitOut(t, dir, "init", "--quiet", "--initial-branch=main", seed)
-	mustWrite(t, filepath.Join(seed, "index.html"), "<h1>Hello</h1>\n")
-	mustWrite(t, filepath.Join(seed, "hostile.sh"), hostileScript)
-	gitOut(t, seed, "add", "-A")
-	gitOut(t, seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "site")
-	gitOut(t, seed, "push", "--quiet", bare, "main")
-	return bare
 }
 
 func mustWrite(t *testing.T, path, s string) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -68,14 +67,17 @@ func fetch(t *testing.T, url, token string) string {
 	return string(body)
 }
 
-func bareSite(t *testing.T, dir string) string {
+// bareSite makes a bare repository whose main holds index.html and files (name → content).
+func bareSite(t *testing.T, dir string, files ...[2]string) string {
 	t.Helper()
 	bare, seed := filepath.Join(dir, "origin.git"), filepath.Join(dir, "seed")
 	for _, args := range [][]string{{"init", "--quiet", "--bare", "--initial-branch=main", bare}, {"init", "--quiet", "--initial-branch=main", seed}} {
 		gitOut(t, dir, args...)
 	}
-	if err := os.WriteFile(filepath.Join(seed, "index.html"), []byte("<h1>Hello</h1>\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range append([][2]string{{"index.html", "<h1>Hello</h1>\n"}}, files...) {
+		if err := os.WriteFile(filepath.Join(seed, f[0]), []byte(f[1]), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	gitOut(t, seed, "add", "-A")
 	gitOut(t, seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "init")
@@ -122,14 +124,5 @@ func between(s, start, end string) string {
 
 func fetchPreview(t *testing.T, host string) string {
 	t.Helper()
-	_, port, _ := strings.Cut(host, ":")
-	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%s/", port), nil)
-	req.Host = host
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return string(body)
+	return previewFile(t, host, "/")
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/webordinary/webordinary/internal/jobenv"
 )
 
 // baseEnv are the worker's variables every agent may see.
@@ -33,7 +35,7 @@ func environ(lookup lookupFunc, ad adapter, spec Spec, req Request, inv invocati
 	}
 	env = append(env, req.Env...)
 	env = append(env, inv.env...)
-	return dedupEnv(env)
+	return jobenv.Dedup(env)
 }
 
 // allowedNames lists the variable names the agent may take from the worker's environment.
@@ -52,24 +54,6 @@ func bedrockOn(lookup lookupFunc) bool {
 	v, _ := lookup("CLAUDE_CODE_USE_BEDROCK")
 	v = strings.ToLower(strings.TrimSpace(v))
 	return v == "1" || v == "true"
-}
-
-// dedupEnv keeps the last value of each name, in order of first appearance.
-func dedupEnv(env []string) []string {
-	last := make(map[string]string, len(env))
-	var order []string
-	for _, kv := range env {
-		name, val, _ := strings.Cut(kv, "=")
-		if _, seen := last[name]; !seen {
-			order = append(order, name)
-		}
-		last[name] = val
-	}
-	out := make([]string, 0, len(order))
-	for _, name := range order {
-		out = append(out, name+"="+last[name])
-	}
-	return out
 }
 
 // osLookup is the worker's real environment.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/reaper"
 )
 
@@ -30,10 +31,10 @@ func runAgent(ctx context.Context, spec Spec, req Request, ad adapter, path stri
 	}
 	start := time.Now()
 	if req.Home != "" {
-		cmd.Env = dedupEnv(append(cmd.Env, "HOME="+req.Home))
+		cmd.Env = jobenv.Dedup(append(cmd.Env, "HOME="+req.Home))
 	}
 	if req.Jail.Active() {
-		cmd.Env = dedupEnv(append(cmd.Env, "TMPDIR=/tmp"))
+		cmd.Env = jobenv.Dedup(append(cmd.Env, "TMPDIR=/tmp"))
 	}
 	proc, err := req.Jail.Start(cmd)
 	if err != nil {

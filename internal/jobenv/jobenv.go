@@ -8,7 +8,6 @@ package jobenv
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -80,17 +79,6 @@ func Dedup(env []string) []string {
 	out := make([]string, 0, len(order))
 	for _, name := range order {
 		out = append(out, name+"="+last[name])
-	}
-	return out
-}
-
-// Names returns the names of vars.
-func Names(vars []Var) []string {
-	out := make([]string, 0, len(vars))
-	for _, v := range vars {
-		if !slices.Contains(out, v.Name) {
-			out = append(out, v.Name)
-		}
 	}
 	return out
 }

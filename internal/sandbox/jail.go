@@ -57,10 +57,8 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 		return err
 	}
 	args := slices.Clone(j.s.base)
-	args = append(args, j.programBinds(prog)...)
-	if self, err := os.Executable(); err == nil && self != prog {
-		args = append(args, j.programBinds(self)...) // the demo agent is webordinary itself
-	}
+	args = append(args, j.s.programBinds(prog)...)
+	args = append(args, j.s.selfBinds()...)
 	args = append(args, j.binds()...)
 	if j.spec.NoNetwork {
 		args = append(args, "--unshare-net")
@@ -92,6 +90,17 @@ func (j *Jail) Start(cmd *exec.Cmd) (*reaper.Process, error) {
 	return reaper.StartWrapper(cmd)
 }
 
+// selfBinds makes webordinary's own binary visible (the demo agent is webordinary itself),
+// resolved and, if need be, copied once per Sandbox rather than at every job start.
+func (s *Sandbox) selfBinds() []string {
+	s.selfOnce.Do(func() {
+		if self, err := os.Executable(); err == nil {
+			s.self = s.programBinds(self)
+		}
+	})
+	return s.self
+}
+
 // programPath is the absolute path of the program cmd runs.
 func programPath(cmd *exec.Cmd) (string, error) {
 	if cmd.Err != nil {
@@ -113,15 +122,15 @@ func programPath(cmd *exec.Cmd) (string, error) {
 // programBinds makes the program visible, read-only, when it lives outside the toolchain (a
 // test binary, `go run`'s build of webordinary itself for the demo agent). A program the job's
 // user cannot reach (under a 0700 directory) is bound from a copy (see visibleCopy).
-func (j *Jail) programBinds(prog string) []string {
+func (s *Sandbox) programBinds(prog string) []string {
 	var out []string
 	for _, p := range []string{prog, resolved(prog)} {
-		if p == "" || j.s.covered(p) {
+		if p == "" || s.covered(p) {
 			continue
 		}
 		src := p
-		if j.s.reachable(p) != nil {
-			c, err := j.s.visibleCopy(p)
+		if s.reachable(p) != nil {
+			c, err := s.visibleCopy(p)
 			if err != nil {
 				continue // bwrap could not bind it either; the job will report it missing
 			}

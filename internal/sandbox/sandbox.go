@@ -70,7 +70,9 @@ type Sandbox struct {
 	root   bool   // the platform runs as root: jobs switch to cfg.UID
 	base   []string
 
-	copyMu sync.Mutex // serializes visibleCopy
+	copyMu   sync.Mutex // serializes visibleCopy
+	selfOnce sync.Once
+	self     []string // bwrap arguments binding webordinary's own binary (selfBinds)
 }
 
 // New validates cfg and, unless the mode is off, probes bwrap by running a command in a
