@@ -3,6 +3,7 @@ package main
 import (
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,5 +42,28 @@ func TestDemoQuickStart(t *testing.T) {
 	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
 	if body := fetchPreview(t, host+":"+port); !strings.Contains(body, "Fresh bread every morning") {
 		t.Fatalf("preview %s serves:\n%s", host, body)
+	}
+}
+
+// TestDemoDefaultDataAsRootInAClosedDirectory runs the demo with its default --data, as root
+// from a directory the sandboxed jobs' user cannot enter (as /root is): it must still work.
+func TestDemoDefaultDataAsRootInAClosedDirectory(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only then do jobs run as another uid")
+	}
+	closed, tmp := t.TempDir(), reachableTempDir(t)
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "demo", "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--smtp", "127.0.0.1:0", "--agent", "demo", "--exit")
+	cmd.Dir = closed
+	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1", "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "result: done") {
+		t.Fatalf("demo from %s: %v\n%s", closed, err, out)
+	}
+	if want := "starting webordinary in " + filepath.Join(tmp, "webordinary-demo"); !strings.Contains(string(out), want) {
+		t.Errorf("demo output lacks %q:\n%s", want, out)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/demo"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
 // demoFlags configure `webordinary demo`.
@@ -33,10 +34,13 @@ type demoFlags struct {
 
 const demoSender = "owner@bakery.example"
 
+// defaultDemoData is the demo's data directory unless --data says otherwise.
+const defaultDemoData = ".webordinary-demo"
+
 func runDemo(ctx context.Context, args []string) error {
 	var f demoFlags
 	fs := newFlags("demo", "[flags]")
-	fs.StringVar(&f.data, "data", ".webordinary-demo", "data directory for the demo")
+	fs.StringVar(&f.data, "data", defaultDemoData, "data directory for the demo (as root under a directory jobs cannot enter, such as /root: <tmp>/webordinary-demo)")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "dashboard and API address")
 	fs.StringVar(&f.previewAddr, "preview", "127.0.0.1:8081", "preview server address")
 	fs.StringVar(&f.smtpAddr, "smtp", "127.0.0.1:2525", "SMTP address the sample email is sent to")
@@ -54,6 +58,10 @@ func (f *demoFlags) run(ctx context.Context) error {
 		return err
 	}
 	say := func(format string, a ...any) { fmt.Printf("demo: "+format+"\n", a...) }
+	if f.data == defaultDemoData && os.Geteuid() == 0 && sandbox.Reachable(data, sandbox.DefaultUID, sandbox.DefaultGID) != nil {
+		// As root under a directory the sandboxed jobs' user cannot enter (/root): a place it can.
+		data = filepath.Join(os.TempDir(), "webordinary-demo")
+	}
 	say("starting webordinary in %s", data)
 	key, dnsFile, err := demoDKIM(data)
 	if err != nil {

@@ -74,6 +74,12 @@ func (s *Sandbox) reachable(p string) error {
 	if c := s.credential(); c != nil {
 		uid, gid = int(c.Uid), int(c.Gid)
 	}
+	return Reachable(p, uid, gid)
+}
+
+// Reachable checks that uid:gid has search permission on every ancestor of p (bwrap binds p
+// as that user). Root reaches everything.
+func Reachable(p string, uid, gid int) error {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return err
