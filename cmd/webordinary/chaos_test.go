@@ -221,6 +221,7 @@ func TestKilledWorkerLeavesNoProcesses(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		pids = readPids(pidFile)
 	}
+	wantSandbox(t, c, "UNSANDBOXED")
 	_ = w.Process.Kill()
 	c.start("worker", "--nats", c.nats, "--processor", "noop", "--lease-ttl", "1s")
 	deadline = time.Now().Add(10 * time.Second)

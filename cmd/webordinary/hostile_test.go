@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/api"
 )
 
 // hostileScript tries every way out of a job and records each attempt in $OUT, one line per
@@ -81,6 +84,7 @@ func TestHostileJob(t *testing.T) {
 	c.serveP = c.startCmd(cmd)
 	t.Cleanup(c.stopAll)
 	c.api, c.nats = waitReady(t, ready)
+	wantSandbox(t, c, "bubblewrap, uid:gid 65534:65534", "bubblewrap, user namespace")
 	vars := fmt.Sprintf("DATA=%s OTHER=%s SERVE_PID=%d NATS_PORT=%s API_PORT=%s", data, other, cmd.Process.Pid, port(t, c.nats), port(t, c.api))
 	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "command",
 		"--agent-command", vars+" OUT=attempts.txt bash hostile.sh",
@@ -112,6 +116,35 @@ func TestHostileJob(t *testing.T) {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s exists on the host", p)
 		}
+	}
+}
+
+// wantSandbox checks that /api/status and the dashboard show every worker's sandbox as one
+// of want.
+func wantSandbox(t *testing.T, c *cluster, want ...string) {
+	t.Helper()
+	var st api.Status
+	if err := c.client().call(t.Context(), http.MethodGet, "/api/status", nil, http.StatusOK, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Workers) == 0 {
+		t.Fatal("/api/status lists no workers")
+	}
+	for _, w := range st.Workers {
+		if !slices.Contains(want, w.Sandbox) {
+			t.Errorf("/api/status: worker %s sandbox %q, want one of %q", w.ID, w.Sandbox, want)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, c.api+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+c.client().token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(page), `data-sandbox="`+st.Workers[0].Sandbox+`"`) {
+		t.Errorf("the dashboard does not show the sandbox %q", st.Workers[0].Sandbox)
 	}
 }
 

@@ -336,6 +336,9 @@ func newPool(ctx context.Context, data string, f workerFlags, b *broker.Backend,
 	}
 	cfg := f.config()
 	cfg.Backend, cfg.Processor, cfg.Logger = b, proc, log
+	if f.processor != "noop" {
+		cfg.Sandbox = f.job.sb.Short()
+	}
 	return worker.New(cfg)
 }
 

@@ -112,13 +112,16 @@ type Result struct {
 
 // WorkerInfo is one worker's self-reported state.
 type WorkerInfo struct {
-	ID         string    `json:"id"`
-	Process    string    `json:"process"`
-	State      string    `json:"state"`
-	Tenant     string    `json:"tenant,omitempty"`
-	JobID      string    `json:"jobId,omitempty"`
-	LeaseToken uint64    `json:"leaseToken,omitempty"`
-	Heartbeat  time.Time `json:"heartbeat"`
+	ID         string `json:"id"`
+	Process    string `json:"process"`
+	State      string `json:"state"`
+	Tenant     string `json:"tenant,omitempty"`
+	JobID      string `json:"jobId,omitempty"`
+	LeaseToken uint64 `json:"leaseToken,omitempty"`
+	// Sandbox says how this worker isolates the code its jobs run (for example
+	// "bubblewrap, uid 65534" or "UNSANDBOXED"); empty when jobs run no code.
+	Sandbox   string    `json:"sandbox,omitempty"`
+	Heartbeat time.Time `json:"heartbeat"`
 }
 
 var idState struct {

@@ -209,6 +209,19 @@ func (s *Sandbox) String() string {
 	return fmt.Sprintf("bubblewrap (%s), jobs run in their own user namespace", s.bwrap)
 }
 
+// Short is the sandbox in a few words, for worker presence: "bubblewrap, uid 65534",
+// "bubblewrap, user namespace" or "UNSANDBOXED".
+func (s *Sandbox) Short() string {
+	st := s.Status()
+	switch {
+	case !st.Active:
+		return "UNSANDBOXED"
+	case st.User != "":
+		return "bubblewrap, uid:gid " + st.User
+	}
+	return "bubblewrap, user namespace"
+}
+
 // credential is what a job process is started as: the job uid when the platform is root.
 func (s *Sandbox) credential() *syscall.Credential {
 	if !s.Active() || !s.root {

@@ -20,6 +20,8 @@ type Config struct {
 	Workers int
 	// Process names this process in worker ids; default host-pid.
 	Process string
+	// Sandbox describes how jobs' code is isolated, for presence (status and dashboard).
+	Sandbox string
 	// LeaseTTL is how long a lease lives without renewal; a crashed worker's tenants move
 	// after about this long. Default 15s, minimum 1s.
 	LeaseTTL time.Duration

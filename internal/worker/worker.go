@@ -26,7 +26,7 @@ type Worker struct {
 func (w *Worker) info() broker.WorkerInfo {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	info := broker.WorkerInfo{ID: w.id, Process: w.cfg.Process, State: w.state, JobID: w.job, Heartbeat: time.Now()}
+	info := broker.WorkerInfo{ID: w.id, Process: w.cfg.Process, State: w.state, JobID: w.job, Sandbox: w.cfg.Sandbox, Heartbeat: time.Now()}
 	if w.lease.Token != 0 {
 		info.Tenant, info.LeaseToken = w.lease.Tenant.String(), w.lease.Token
 	}
