@@ -204,7 +204,7 @@ func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	_, err := r.b.Leases.Get(ctx, t)
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
-		err = r.b.Claims.Request(ctx, t)
+		err = r.b.Claims.Request(ctx, t, job.AcceptedAt)
 	case err == nil && r.cfg.Policy(ctx, t) == PolicyInterrupt:
 		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Reason: "newer instruction " + job.ID})
 	}
