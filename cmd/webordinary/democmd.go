@@ -268,10 +268,8 @@ func progressLine(j broker.JobRecord, st api.Status) string {
 func report(data string, c *apiClient, rec broker.JobRecord, say func(string, ...any)) {
 	if rec.Result != nil {
 		say("result: %s — %s", rec.State, strings.TrimSpace(rec.Result.Summary))
-		if u, ok := rec.Result.Details["previewUrls"].([]any); ok {
-			for _, x := range u {
-				say("preview: %v", x)
-			}
+		for _, u := range rec.Result.Report.PreviewURLs {
+			say("preview: %s", u)
 		}
 	}
 	if reply := awaitReply(filepath.Join(data, "outbox"), rec.Job.ID, 30*time.Second); reply != "" {

@@ -173,7 +173,7 @@ func firstPreview(rec broker.JobRecord) string {
 	if rec.Result == nil {
 		return ""
 	}
-	for _, l := range parseDetails(rec.Result.Details).Previews() {
+	for _, l := range (details{rec.Result.Report}).Previews() {
 		if l.Safe {
 			return l.URL
 		}
