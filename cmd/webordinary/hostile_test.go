@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
 )
 
 // hostileScript tries every way out of a job and records each attempt in $OUT, one line per
