@@ -71,13 +71,16 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 	if err := in.c.check(ctx); err != nil {
 		return err
 	}
+	limit := in.c.e.cfg.MaxMessageSize
+	if n := attachmentBytes(job); n > limit { // the encoding is larger still: spare encoding it
+		return tooLarge(n, limit)
+	}
 	data, err := json.Marshal(job)
 	if err != nil {
 		return fmt.Errorf("mem: encode job %s: %w", job.ID, err)
 	}
-	if limit := in.c.e.cfg.MaxMessageSize; len(data) > limit {
-		return fmt.Errorf("%w: the job with its attachments is %d MB; the engine accepts %d MB (send smaller attachments)",
-			broker.ErrTooLarge, len(data)>>20, limit>>20)
+	if len(data) > limit {
+		return tooLarge(len(data), limit)
 	}
 	s := in.c.e.inbox
 	s.mu.Lock()
@@ -90,6 +93,19 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 	tq.msgs = append(tq.msgs, &message{seq: s.seq, jobID: job.ID, data: data})
 	tq.changed.fire()
 	return nil
+}
+
+func attachmentBytes(job broker.Job) int {
+	n := 0
+	for _, a := range job.Attachments {
+		n += len(a.Data)
+	}
+	return n
+}
+
+func tooLarge(size, limit int) error {
+	return fmt.Errorf("%w: the job with its attachments is %d MB or more; the engine accepts %d MB (send smaller attachments)",
+		broker.ErrTooLarge, size>>20, limit>>20)
 }
 
 // Open replaces any consumer left by a previous holder: its unsettled delivery becomes

@@ -221,6 +221,10 @@ func TestLimits(t *testing.T) {
 	if err := b.Inbox.Publish(ctx, big); !errors.Is(err, broker.ErrTooLarge) {
 		t.Errorf("publish of a big job: expected ErrTooLarge, got %v", err)
 	}
+	big.Attachments[0].Data = make([]byte, 900) // under the limit, but not once encoded
+	if err := b.Inbox.Publish(ctx, big); !errors.Is(err, broker.ErrTooLarge) {
+		t.Errorf("publish of a job too big once encoded: expected ErrTooLarge, got %v", err)
+	}
 	res := broker.Result{JobID: big.ID, Tenant: alice, OutputTail: strings.Repeat("x", 2<<10)}
 	if err := b.Results.Publish(ctx, res); !errors.Is(err, broker.ErrTooLarge) {
 		t.Errorf("publish of a big result: expected ErrTooLarge, got %v", err)
