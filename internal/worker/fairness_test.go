@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -28,12 +27,21 @@ func TestFairUnderBacklogWithCrashes(t *testing.T) {
 		t.Skip("backlog run takes ~10s and compares waiting times (skipped with -short and -race)")
 	}
 	t.Parallel()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			fairUnderBacklog(t, be)
+		})
+	}
+}
+
+func fairUnderBacklog(t *testing.T, be backend) {
 	const (
 		processes, tenants, jobs = 3, 60, 5
 		work                     = 100 * time.Millisecond
 		ttl                      = time.Second
 	)
-	f := setupRouter(t, router.Config{ReconcileEvery: 200 * time.Millisecond, RepeatClaimAfter: 2 * time.Second})
+	f := setupRouter(t, be, router.Config{ReconcileEvery: 200 * time.Millisecond, RepeatClaimAfter: 2 * time.Second})
 	g := newGaps()
 	cfg := worker.Config{Workers: 1, LeaseTTL: ttl, Quantum: 50 * time.Millisecond, Processor: g.processor(work), Logger: quietLogger(t)}
 	var last []string
@@ -67,11 +75,11 @@ func TestFairUnderBacklogWithCrashes(t *testing.T) {
 
 // setupRouter is setup with the router's timings scaled from production as the lease TTL is
 // (15s → 1s): reconcile every 3s → 200ms, repeat a claim after 30s → 2s.
-func setupRouter(t *testing.T, cfg router.Config) *fixture {
+func setupRouter(t *testing.T, be backend, cfg router.Config) *fixture {
 	t.Helper()
-	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
+	eng := be.start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.Backend, cfg.Logger = env.Backend, quietLogger(t)
+	cfg.Backend, cfg.Logger = eng.b, quietLogger(t)
 	cfg.Policy = func(context.Context, tenant.ID) router.Policy { return router.PolicyQueue }
 	r, err := router.New(cfg)
 	if err != nil {
@@ -80,14 +88,14 @@ func setupRouter(t *testing.T, cfg router.Config) *fixture {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &fixture{t: t, env: env, router: r, ctx: ctx}
+	return &fixture{t: t, eng: eng, b: eng.b, router: r, ctx: ctx}
 }
 
 // crashablePool starts a pool on its own connection and returns its crash: the connection is
 // cut first (no renewal, no release reaches the engine), then the pool is told to stop.
 func crashablePool(f *fixture, cfg worker.Config, name string) (crash func()) {
 	f.t.Helper()
-	nc, b := natsjstest.Connect(f.t, f.env)
+	b, cut := f.connect()
 	cfg.Backend, cfg.Process = b, name
 	p, err := worker.New(cfg)
 	if err != nil {
@@ -97,7 +105,7 @@ func crashablePool(f *fixture, cfg worker.Config, name string) (crash func()) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run(ctx) }()
 	var once sync.Once
-	crash = func() { once.Do(func() { nc.Close(); cancel(); <-done }) }
+	crash = func() { once.Do(func() { cut(); cancel(); <-done }) }
 	f.t.Cleanup(crash)
 	return crash
 }
