@@ -478,4 +478,3 @@ func (w Worker) sandboxIDs() (uid, gid int) {
 	}
 	return uid, gid
 }
-
