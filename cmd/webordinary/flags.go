@@ -51,7 +51,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func parseWith(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 	var pos []string
 	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
+		if err := parseQuiet(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {
@@ -60,7 +60,7 @@ func parseWith(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
 	if len(pos) > max {
-		return nil, fmt.Errorf("unexpected argument %q (run with -h)", pos[max])
+		return nil, usageError{fs.Name(), fmt.Errorf("unexpected argument %q", pos[max])}
 	}
 	return pos, applyEnv(fs)
 }
@@ -131,7 +131,7 @@ var fieldFlags = map[string]string{
 	"HTTPAddr": "http", "PreviewAddr": "preview", "PublicURL": "public-url", "Token": "dashboard-token", "ReadyFile": "ready-file",
 	"ReconcileEvery": "reconcile", "InterruptPolicy": "interrupt-policy",
 	"Mail.SMTPAddr": "smtp", "Mail.Domains": "mail-domain", "Mail.Secret": "mail-secret", "Mail.DNSFixture": "mail-dns-fixture",
-	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.RelayTLS": "smtp-relay-tls",
+	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
 	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 }

@@ -26,5 +26,6 @@ func registerMail(fs *flag.FlagSet, m *app.Mail, domains *string) {
 	fs.IntVar(&m.PerSender, "mail-per-sender", app.DefaultPerSender, "instructions per sender per hour")
 	fs.IntVar(&m.PerTenant, "mail-per-tenant", app.DefaultPerTenant, "instructions per project+user per hour")
 	fs.IntVar(&m.Parse.MaxDepth, "mail-max-depth", message.DefaultMaxDepth, "deepest MIME nesting parsed; deeper mail is quarantined")
+	fs.BoolVar(&m.LocalTesting, "mail-local-testing", false, "local testing: accept mail from `webordinary mail send` on this machine as authenticated; needs --smtp on loopback; no real DNS for sender checks")
 	fs.DurationVar(&m.Parse.Timeout, "mail-parse-timeout", message.DefaultTimeout, "time budget to parse one message; slower mail is quarantined")
 }

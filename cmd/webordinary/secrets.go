@@ -11,7 +11,13 @@ const (
 // natsCreds are the embedded engine's user and password.
 type natsCreds = app.EngineCreds
 
-func secretPath(data, name string) string { return app.SecretPath(data, name) }
+// secretPath is the secret's file in data ("": serve's default directory).
+func secretPath(data, name string) string {
+	if data == "" {
+		data, _ = app.DefaultDataDir()
+	}
+	return app.SecretPath(data, name)
+}
 
 // readNATSCreds reads the data directory's engine credentials; ok is false when there are none.
 func readNATSCreds(data string) (natsCreds, bool, error) { return app.ReadEngineCreds(data) }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
+	_ "github.com/webordinary/webordinary/internal/broker/mem"    // mem://
 	_ "github.com/webordinary/webordinary/internal/broker/natsjs" // embedded://, nats://, tls://
 	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/jobenv"
@@ -28,9 +29,6 @@ import (
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
-
-// TODO(mem): register mem:// here once internal/broker/mem is merged:
-//	_ "github.com/webordinary/webordinary/internal/broker/mem"
 
 // App is one webordinary process. New checks and prepares it; Run binds, builds, serves.
 type App struct {
@@ -309,7 +307,7 @@ func (a *App) httpHandler(ctx context.Context, b *broker.Backend, r *router.Rout
 		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,
-		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Logger: a.log})
+		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Notice: a.cfg.notice(), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +338,7 @@ func (a *App) announce(b *broker.Backend, mail *mailParts, tokenSource string) {
 		engine += " (credentials: " + a.credsSource + ")"
 	}
 	a.banner("webordinary serving\n  dashboard and API: http://%s/ (token in %s)\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n  sandbox:  %s\n",
-		a.ln.http.Addr(), tokenSource, mail.describe(a.cfg.Data), previews, engine, a.cfg.Data, a.cfg.Worker.Count, a.cfg.Worker.Processor, a.describeSandbox())
+		a.ln.http.Addr(), tokenSource, a.describeMail(mail), previews, engine, a.cfg.Data, a.cfg.Worker.Count, a.cfg.Worker.Processor, a.describeSandbox())
 }
 
 // announceToken prints a newly generated token once, with how to use it.

@@ -145,6 +145,9 @@ type Mail struct {
 	PerSender, PerTenant int
 	// Parse bounds parsing one message. Zero fields take message's defaults.
 	Parse message.Limits
+	// LocalTesting accepts mail signed with the data directory's local key as authenticated
+	// (`webordinary mail send`); SMTPAddr must be loopback. See LocalDKIMFile.
+	LocalTesting bool
 }
 
 // Worker configures a process's workers (both roles).
@@ -404,7 +407,7 @@ func (m *Mail) validate() error {
 	if m.Secret != "" && len(m.Secret) < 16 {
 		return fieldErr("Mail.Secret", "…", "must be at least 16 characters")
 	}
-	return nil
+	return m.validateLocalTesting()
 }
 
 func (w *Worker) validate() error {

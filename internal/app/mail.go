@@ -64,6 +64,9 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 	if err != nil {
 		return nil, err
 	}
+	if err := a.withLocalTesting(); err != nil {
+		return nil, err
+	}
 	ob, err := a.openOutbox()
 	if err != nil {
 		return nil, err
@@ -137,6 +140,14 @@ func (p *mailParts) describe(data string) string {
 	}
 	return fmt.Sprintf("smtp://%s for %s (replies: through the relay if one is set, else .eml files in %s)",
 		p.smtp.Addr(), p.in.Address(), filepath.Join(data, "outbox"))
+}
+
+// describeMail is the banner's mail line, with the local testing warning when it is on.
+func (a *App) describeMail(p *mailParts) string {
+	if a.cfg.Mail.LocalTesting {
+		return p.describe(a.cfg.Data) + "\n  LOCAL MAIL TESTING: " + LocalTestingNotice
+	}
+	return p.describe(a.cfg.Data)
 }
 
 // quarantine is the SMTP intake's quarantine, nil without a listener.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
+	"github.com/webordinary/webordinary/internal/durable"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
@@ -111,11 +112,18 @@ func (f *fixture) pending(user string) int {
 }
 
 // sent returns the replies written to the development outbox (waiting up to 5s for want).
+// A reply still being written is a temporary file, not a reply yet.
 func (f *fixture) sent(want int) []*mail.Message {
 	f.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		entries, _ := os.ReadDir(f.outDir)
+		all, _ := os.ReadDir(f.outDir)
+		var entries []os.DirEntry
+		for _, e := range all {
+			if !strings.HasPrefix(e.Name(), durable.TempPrefix) {
+				entries = append(entries, e)
+			}
+		}
 		if len(entries) >= want || time.Now().After(deadline) {
 			var out []*mail.Message
 			for _, e := range entries {
@@ -194,7 +202,7 @@ func TestThreadingByTokenAndInReplyTo_AndForeignTokenRefused(t *testing.T) {
 	ctx := context.Background()
 	rec, _ := f.b.Jobs.Get(ctx, first.JobID)
 	if err := f.in.OnResult(ctx, broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: thread, State: broker.StateDone,
-		Summary: "The header is green.", Details: map[string]any{"previewUrls": []any{"http://" + thread + ".edit.site.localhost:8081/"}}}); err != nil {
+		Summary: "The header is green.", Report: broker.Report{PreviewURLs: []string{"http://" + thread + ".edit.site.localhost:8081/"}}}); err != nil {
 		t.Fatal(err)
 	}
 	replies := f.sent(1)
