@@ -38,8 +38,14 @@ type Backend struct {
 	// Table opens (creating when missing) a small durable key-value table of records other
 	// than jobs: projects, threads. name is ^[a-z0-9_]+$.
 	Table func(ctx context.Context, name string) (Table, error)
-	// Close releases the backend's connections (not the data).
+	// Close releases the backend's connections (not the data) and, when Open started an
+	// engine for it, that engine.
 	Close func() error
+	// Describe says what the backend is, for people (no secrets), e.g. "NATS at nats://h:4222".
+	Describe string
+	// Endpoint is where other processes join this backend (a URL without credentials for
+	// broker.Open), or "" when they cannot (an in-process engine).
+	Endpoint string
 }
 
 // Inbox is the set of per-tenant FIFO input queues.

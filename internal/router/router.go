@@ -31,6 +31,9 @@ var ErrInvalid = errors.New("invalid request")
 // MaxInstruction bounds an instruction's size.
 const MaxInstruction = 64 << 10
 
+// DefaultReconcileEvery is Config.ReconcileEvery's default.
+const DefaultReconcileEvery = 3 * time.Second
+
 // Config configures a Router.
 type Config struct {
 	// Backend provides the broker ports. Required.
@@ -53,7 +56,7 @@ func (c Config) withDefaults() Config {
 		c.Policy = func(context.Context, tenant.ID) Policy { return PolicyInterrupt }
 	}
 	if c.ReconcileEvery == 0 {
-		c.ReconcileEvery = 3 * time.Second
+		c.ReconcileEvery = DefaultReconcileEvery
 	}
 	if c.RepeatClaimAfter == 0 {
 		c.RepeatClaimAfter = 30 * time.Second

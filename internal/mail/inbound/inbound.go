@@ -93,9 +93,9 @@ func New(cfg Config) (*Inbound, error) {
 	cfg = cfg.withDefaults()
 	switch {
 	case len(cfg.Domains) == 0:
-		return nil, errors.New("inbound: no mail domain (set --mail-domain)")
+		return nil, errors.New("inbound: no mail domain (Config.Domains)")
 	case len(cfg.Secret) < 16:
-		return nil, errors.New("inbound: the reply-token secret must be at least 16 bytes (set --mail-secret or let serve create one in the data directory)")
+		return nil, errors.New("inbound: the reply-token secret (Config.Secret) must be at least 16 bytes")
 	case cfg.Projects == nil || cfg.Threads == nil || cfg.Mail == nil:
 		return nil, errors.New("inbound: project, thread and mail tables are required")
 	}
