@@ -90,16 +90,3 @@ func (q *ackQueue[T]) ack(it *ackItem[T]) {
 		q.items = slices.Delete(q.items, i, i+1)
 	}
 }
-
-// waiting counts the items no worker holds: never handed out, or overdue.
-func (q *ackQueue[T]) waiting() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	now, n := time.Now(), 0
-	for _, it := range q.items {
-		if it.due.IsZero() || !now.Before(it.due) {
-			n++
-		}
-	}
-	return n
-}

@@ -21,7 +21,6 @@ type corpus struct {
 	dir     string // under testdata/corpus; "" for the self-written txtar table
 	public  bool   // written by others (counts towards the real-world floor)
 	heldOut bool   // never looked at while writing rules
-	cases   []corpusCase
 }
 
 // corpusCase is one body and its expected new text.
