@@ -3,14 +3,14 @@ package reply
 import (
 	"strings"
 
-	dimiro1 "github.com/dimiro1/reply"
+	"github.com/webordinary/webordinary/internal/mail/reply/trimmer"
 )
 
-// trimmed is the first pass: github.com/dimiro1/reply (the Go port of discourse's
-// email_reply_trimmer), then the history and footers it does not know cut off. It keeps what the
+// trimmed is the first pass: package trimmer (our copy of github.com/dimiro1/reply, the Go port
+// of discourse's email_reply_trimmer), then the history and footers it does not know cut off. It keeps what the
 // trimmer keeps, including "> " quotes the person answers below.
 func trimmed(body string, historyLine string) string {
-	lines := splitLines(dimiro1.FromText(body))
+	lines := splitLines(trimmer.FromText(body))
 	if s := scan(lines); s.start >= 0 {
 		lines = lines[:s.start]
 	}
