@@ -72,7 +72,7 @@ func TestOwnerCopyForEveryFailure(t *testing.T) {
 	}
 	text = f.replyTo("u@example.com")
 	checkOwnerCopy(t, "unknown sender", text, false)
-	if !strings.Contains(text, "cannot make changes") {
+	if !strings.Contains(text, "not registered to make changes") {
 		t.Errorf("unknown sender: %s", text)
 	}
 }
