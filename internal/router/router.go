@@ -103,6 +103,8 @@ type Request struct {
 	Attachments []broker.Attachment `json:"attachments,omitempty"`
 	MessageID   string              `json:"messageId,omitempty"`
 	References  []string            `json:"references,omitempty"`
+	// Guessed marks an instruction that mail extraction guessed (broker.Job.Guessed).
+	Guessed bool `json:"guessed,omitempty"`
 }
 
 var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}$`)
@@ -132,7 +134,7 @@ func (req Request) job() (broker.Job, error) {
 	}
 	return broker.Job{ID: id, Tenant: t, Thread: req.Thread, Instruction: req.Instruction,
 		RepoURL: req.RepoURL, From: req.From, Subject: req.Subject, Attachments: req.Attachments,
-		MessageID: req.MessageID, References: req.References, AcceptedAt: time.Now()}, nil
+		MessageID: req.MessageID, References: req.References, Guessed: req.Guessed, AcceptedAt: time.Now()}, nil
 }
 
 // NewThreadID returns a new thread id ("t" + 12 hex digits).

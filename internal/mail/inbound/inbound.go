@@ -115,6 +115,7 @@ type Report struct {
 	Thread      Resolution    `json:"thread"`
 	Instruction string        `json:"instruction"`
 	Forwarded   bool          `json:"forwarded,omitempty"`
+	Guessed     bool          `json:"guessed,omitempty"` // the instruction is extraction's best guess
 	Attachments []AttachInfo  `json:"attachments"`
 	Auth        *auth.Verdict `json:"auth,omitempty"`
 	Loop        string        `json:"loop,omitempty"`
@@ -232,7 +233,7 @@ func (in *Inbound) read(ctx context.Context, raw []byte) (*Report, error) {
 	}
 	ex := reply.Extract(m.Text)
 	r := &Report{From: m.From.Addr, Subject: m.Subject, MessageID: m.MessageID, Instruction: ex.Text,
-		Forwarded: ex.Forwarded, Problems: m.Problems, msg: m, raw: raw}
+		Forwarded: ex.Forwarded, Guessed: ex.Guessed, Problems: m.Problems, msg: m, raw: raw}
 	for _, a := range append(append([]message.Address{}, m.To...), m.Cc...) {
 		r.To = append(r.To, a.Addr)
 	}
@@ -292,7 +293,8 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 	refs := append(append([]string{}, m.References...), m.MessageID)
 	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: broker.JobIDAt(env.ReceivedAt, key),
 		Project: r.Thread.Project, User: r.Thread.User, Thread: r.Thread.Thread, Instruction: r.Instruction,
-		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs})
+		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs,
+		Guessed: r.Guessed})
 	if errors.Is(err, router.ErrInvalid) {
 		r.Decision = Decision{Action: "refuse", Reason: err.Error(), Reply: r.Auth != nil && r.Auth.Pass}
 		return in.refuse(ctx, r)
