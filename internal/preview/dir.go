@@ -123,7 +123,8 @@ func (d *Dir) deploy(ctx context.Context, site Site, dir string) (Deployment, er
 	if err != nil {
 		return Deployment{}, err
 	}
-	dep.Deleted = countMissing(d.previous(ctx, site), m)
+	prev, prevID := d.previous(ctx, site)
+	dep.Deleted, dep.Previous = countMissing(prev, m), prevID
 	n, err := d.commit(site, m)
 	if err != nil {
 		return Deployment{}, err
@@ -157,19 +158,21 @@ func (d *Dir) donor(site Site) string {
 	return filepath.Join(threadDirOf(target), blobsDir)
 }
 
-// previous returns the live manifest of site; empty if there is none or it is unreadable.
-func (d *Dir) previous(ctx context.Context, site Site) manifest {
+// previous returns the live manifest of site and its version id; empty if there is none or
+// it is unreadable.
+func (d *Dir) previous(ctx context.Context, site Site) (manifest, string) {
 	target, err := resolveLink(d.layout.current(site))
 	if err == nil {
 		var m manifest
 		if m, err = d.cache.load(target); err == nil {
-			return m
+			n, _ := versionOf(target)
+			return m, strconv.Itoa(n)
 		}
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable live version", siteAttrs(site), slog.Any("error", err))
 	}
-	return manifest{}
+	return manifest{}, ""
 }
 
 // countMissing counts the files of prev absent from next.

@@ -38,6 +38,7 @@ func (s Site) String() string { return s.Project + "/" + s.Thread }
 type Deployment struct {
 	URLs      []string      // thread URL first, then the project's latest URL
 	Version   string        // the deployed version id, unique within the thread
+	Previous  string        // the version live before this deploy; "" for a thread's first
 	Written   int           // files whose bytes were written: new or changed content
 	Unchanged int           // files hard-linked from the previous version (same sha256)
 	Deleted   int           // files of the previous version absent from this one
