@@ -1,0 +1,101 @@
+package shots
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// ErrNoPictures means a job has no report: it deployed nothing, or ran before pictures
+// existed, or its pictures were removed.
+var ErrNoPictures = errors.New("no pictures for this job")
+
+// Store reads and writes jobs' pictures: Dir/<job>/report.json and the files it names. The
+// reply composer and the dashboard read it; Shoot writes it. Safe for concurrent use.
+type Store struct {
+	Dir string
+}
+
+const reportName = "report.json"
+
+// jobDir is the job's directory; job ids are made safe for a file name.
+func (s Store) jobDir(jobID string) string {
+	return filepath.Join(s.Dir, unsafeChars.ReplaceAllString(jobID, "_"))
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// validName accepts the file names Shoot writes (p1-desktop-after.png, report.json).
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*\.(png|jpg|json)$`)
+
+// Report reads a job's report; ErrNoPictures when it has none.
+func (s Store) Report(jobID string) (Report, error) {
+	data, err := os.ReadFile(filepath.Join(s.jobDir(jobID), reportName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Report{}, ErrNoPictures
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Report{}, fmt.Errorf("shots report of %s: %w", jobID, err)
+	}
+	return r, nil
+}
+
+// Path returns the path of a job's picture, refusing names Shoot does not write (so an
+// HTTP handler can pass a URL segment through).
+func (s Store) Path(jobID, name string) (string, error) {
+	if !validName.MatchString(name) || strings.Contains(name, "..") {
+		return "", fmt.Errorf("%w: no picture named %q", ErrNoPictures, name)
+	}
+	return filepath.Join(s.jobDir(jobID), name), nil
+}
+
+// Read returns a job's picture.
+func (s Store) Read(jobID, name string) ([]byte, error) {
+	p, err := s.Path(jobID, name)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+// reset empties a job's directory: a retried job's pictures replace the last attempt's.
+func (s Store) reset(jobID string) error {
+	dir := s.jobDir(jobID)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+func (s Store) write(jobID, name string, data []byte) error {
+	p, err := s.Path(jobID, name)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
+}
+
+// save writes the report last, through a rename, so a reader sees it only with its files.
+func (s Store) save(jobID string, r Report) error {
+	if err := os.MkdirAll(s.jobDir(jobID), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.jobDir(jobID), ".report.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.jobDir(jobID), reportName))
+}
