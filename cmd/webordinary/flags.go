@@ -92,6 +92,7 @@ type workerFlags struct {
 	maxAttempts   int
 	grace         time.Duration
 	job           *jobFlags
+	pictures      pictureFlags
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
@@ -113,6 +114,7 @@ func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
 	fs.DurationVar(&w.grace, "shutdown-grace", 10*time.Second, "on shutdown, let a running job finish this long before handing it back")
 	w.job = &jobFlags{}
 	w.job.register(fs)
+	w.pictures.register(fs)
 }
 
 // defaults fills the directories from the data directory.
@@ -120,7 +122,7 @@ func (w *workerFlags) defaults(data string) {
 	for _, d := range []struct {
 		p    *string
 		name string
-	}{{&w.workspaces, "workspaces"}, {&w.state, "state"}, {&w.previews, "previews"}} {
+	}{{&w.workspaces, "workspaces"}, {&w.state, "state"}, {&w.previews, "previews"}, {&w.pictures.dir, "shots"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/shots"
 )
 
 // mailFlags configure mail in and out for serve.
@@ -37,6 +38,7 @@ type mailFlags struct {
 	maxBytes                                                      int64
 	perSender, perTenant                                          int
 	parse                                                         message.Limits
+	pictures                                                      *shots.Store // set by serve: replies show them
 }
 
 func (m *mailFlags) register(fs *flag.FlagSet) {
@@ -87,7 +89,7 @@ func (m *mailFlags) build(ctx context.Context, data string, b *broker.Backend, r
 		return nil, err
 	}
 	in, err := newInbound(ctx, b, r, inbound.Config{Domains: m.domainList(), Local: m.local, Secret: secret,
-		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, Limits: m.parse, JobURL: jobURL, Logger: log}, m)
+		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, Limits: m.parse, JobURL: jobURL, Pictures: m.pictureFunc(), Logger: log}, m)
 	if err != nil {
 		return nil, err
 	}
@@ -209,4 +211,12 @@ func (p *mailParts) registerMetrics() {
 		Help: "Replies parked as undeliverable."}, stat(func(s outbox.Stats) float64 { return float64(s.Failed) })))
 	_ = metrics.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "webordinary_mail_out_queued",
 		Help: "Replies waiting to be sent (including retries)."}, stat(func(s outbox.Stats) float64 { return float64(s.Queued + s.Retrying) })))
+}
+
+// pictureFunc reads a job's reply pictures from the shots store; nil without one.
+func (m *mailFlags) pictureFunc() func(string) []outbox.Image {
+	if m.pictures == nil {
+		return nil
+	}
+	return m.pictures.Images
 }

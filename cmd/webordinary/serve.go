@@ -119,6 +119,7 @@ func (f *serveFlags) run(ctx context.Context) error {
 		}
 		return jobBase + "/jobs/" + id
 	}
+	f.mail.pictures = f.pictures.store()
 	if mail, err = f.mail.build(ctx, f.data, eng.backend, r, jobURL, log); err != nil {
 		return err
 	}
@@ -145,7 +146,7 @@ func (f *serveFlags) run(ctx context.Context) error {
 		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool),
-		Token: f.token, Hosts: hosts, Quarantine: mail.quarantine(), Logger: log})
+		Token: f.token, Hosts: hosts, Quarantine: mail.quarantine(), Pictures: f.pictures.store(), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -369,9 +370,13 @@ func newPipeline(ctx context.Context, f workerFlags, b *broker.Backend, hub *liv
 	if err != nil {
 		return nil, err
 	}
+	sh, err := f.pictures.shooter(f.job.sb, log)
+	if err != nil {
+		return nil, err
+	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: f.workspaces,
 		State: f.state, Preview: target, BuildTimeout: f.buildTimeout, Logger: log, Live: hub.Writer,
-		Sandbox: f.job.sb, JobEnv: f.job.vars})
+		Sandbox: f.job.sb, JobEnv: f.job.vars, Shots: sh})
 }
 
 func localWorkers(p *worker.Pool) func() []broker.WorkerInfo {

@@ -141,6 +141,7 @@ func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	if err := r.stage("push", func() error { return r.push(ctx) }); err != nil {
 		return r.outcome(sha), err
 	}
+	r.stage("shots", func() error { r.takeShots(ctx, sha); return nil })
 	return r.outcome(sha), nil
 }
 

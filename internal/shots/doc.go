@@ -36,8 +36,9 @@
 //     restarted with --no-sandbox and bubblewrap is the boundary: a renderer that escapes
 //     Chromium's sandbox is still the job uid in an empty network namespace with nothing
 //     writable but its /tmp — what a build may do anyway. Without an active job sandbox
-//     (--sandbox off, or auto where bwrap cannot run) the browser runs unjailed, still with
-//     no network route of its own beyond what the refusing proxy and resolver allow.
+//     (--sandbox off, or auto where bwrap cannot run) the browser runs unjailed: pages still
+//     get only the version's files, names resolve to nothing and the proxy refuses, but the
+//     host's network is not cut — the same warning as for jobs applies.
 //   - Each picture has a time budget (Config.PageBudget); a page whose script never yields is
 //     cut off and its tab disposed of, which ends its renderer. Tabs are sites of their own,
 //     so such a page never shares a renderer with another picture. The whole job has

@@ -280,4 +280,3 @@ func (s *Shooter) log(ctx context.Context, req Request, rep Report, err error) {
 	}
 	s.cfg.Logger.InfoContext(ctx, "shots taken", attrs...)
 }
-

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/webordinary/webordinary/internal/mail/outbox"
 )
 
 // ErrNoPictures means a job has no report: it deployed nothing, or ran before pictures
@@ -98,4 +100,42 @@ func (s Store) save(jobID string, r Report) error {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(s.jobDir(jobID), reportName))
+}
+
+// Images returns the reply's pictures of a job, in the report's order, ready for
+// outbox.Reply.Images; nil when the job has none (no report, nothing changed, or the pictures
+// could not be taken: the job page says why, the reply says nothing).
+func (s Store) Images(jobID string) []outbox.Image {
+	rep, err := s.Report(jobID)
+	if err != nil {
+		return nil
+	}
+	var out []outbox.Image
+	for _, pg := range rep.Pages {
+		for _, pic := range pg.Shots {
+			if pic.Mail == "" {
+				continue
+			}
+			data, err := s.Read(jobID, pic.Mail)
+			if err != nil {
+				continue
+			}
+			out = append(out, outbox.Image{ContentID: strings.TrimSuffix(pic.Mail, filepath.Ext(pic.Mail)) + "@" +
+				unsafeChars.ReplaceAllString(jobID, "-") + ".webordinary", ContentType: pic.MailType, Data: data,
+				Width: pic.MailW, Height: pic.MailH, Alt: pic.Alt, Caption: caption(pg, pic)})
+		}
+	}
+	return out
+}
+
+// caption names the page and the screen under its picture.
+func caption(pg Page, pic Picture) string {
+	name := pg.Path
+	if pg.Title != "" {
+		name = pg.Title + " (" + pg.Path + ")"
+	}
+	if pg.New {
+		name += ", new"
+	}
+	return name + " — " + pic.Width
 }

@@ -33,6 +33,9 @@ func (in *Inbound) OnResult(ctx context.Context, res broker.Result) error {
 	}
 	rep := in.baseReply(rec.Job, kindOf(res.State))
 	fillResult(&rep, res, rec)
+	if rep.Kind == outbox.Done && in.cfg.Pictures != nil {
+		rep.Images = in.cfg.Pictures(res.JobID)
+	}
 	return in.send(ctx, rep)
 }
 

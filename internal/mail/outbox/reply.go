@@ -86,6 +86,8 @@ type Reply struct {
 	LogTail string
 	// JobURL is a link to follow the job; optional.
 	JobURL string
+	// Images are pictures of the change, shown inline after the summary (Done).
+	Images []Image
 }
 
 // validate checks the fields Compose cannot do without.
