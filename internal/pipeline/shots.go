@@ -24,10 +24,11 @@ func (r *run) takeShots(ctx context.Context, sha string) {
 		return
 	}
 	defer req.After.Close()
-	if r.deploy.Previous != "" {
-		if req.Before, err = versions.Version(ctx, site, r.deploy.Previous); err == nil {
+	if prev := r.deploy.Previous; !prev.IsZero() {
+		before := preview.Site{Project: site.Project, Thread: prev.Thread}
+		if req.Before, err = versions.Version(ctx, before, prev.Version); err == nil {
 			defer req.Before.Close()
-		} // pruned: every page counts as new
+		} // pruned since: every page counts as new
 	}
 	if files, _, err := r.ws.Changes(context.WithoutCancel(ctx), r.base, sha); err == nil {
 		for _, f := range files {

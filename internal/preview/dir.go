@@ -124,7 +124,10 @@ func (d *Dir) deploy(ctx context.Context, site Site, dir string) (Deployment, er
 		return Deployment{}, err
 	}
 	prev, prevID := d.previous(ctx, site)
-	dep.Deleted, dep.Previous = countMissing(prev, m), prevID
+	dep.Deleted, dep.Previous = countMissing(prev, m), Ref{Thread: site.Thread, Version: prevID}
+	if prevID == "" {
+		dep.Previous = d.latestRef(site.Project)
+	}
 	n, err := d.commit(site, m)
 	if err != nil {
 		return Deployment{}, err
@@ -173,6 +176,19 @@ func (d *Dir) previous(ctx context.Context, site Site) (manifest, string) {
 		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable live version", siteAttrs(site), slog.Any("error", err))
 	}
 	return manifest{}, ""
+}
+
+// latestRef names the version the project's latest shows; zero if none.
+func (d *Dir) latestRef(project string) Ref {
+	target, err := resolveLink(d.layout.latest(project))
+	if err != nil {
+		return Ref{}
+	}
+	n, ok := versionOf(target)
+	if !ok {
+		return Ref{}
+	}
+	return Ref{Thread: filepath.Base(threadDirOf(target)), Version: strconv.Itoa(n)}
 }
 
 // countMissing counts the files of prev absent from next.

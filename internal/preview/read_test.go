@@ -16,15 +16,18 @@ func TestVersionServesAPinnedVersion(t *testing.T) {
 	site := Site{"acme", "t1"}
 	src := t.TempDir()
 	writeTree(t, src, map[string]string{"index.html": "old", "about/index.html": "about"})
-	if dep := e.deploy(site, src); dep.Previous != "" {
-		t.Fatalf("first deploy Previous = %q, want none", dep.Previous)
+	if dep := e.deploy(site, src); !dep.Previous.IsZero() {
+		t.Fatalf("first deploy Previous = %+v, want none", dep.Previous)
 	}
 	writeTree(t, src, map[string]string{"index.html": "new"})
 	dep := e.deploy(site, src)
-	if dep.Previous != "1" || dep.Version != "2" {
+	if dep.Previous != (Ref{"t1", "1"}) || dep.Version != "2" {
 		t.Fatalf("second deploy = %+v, want version 2 after 1", dep)
 	}
-	v, err := e.dir.Version(context.Background(), site, dep.Previous)
+	if other := e.deploy(Site{"acme", "t2"}, src); other.Previous != (Ref{"t1", "2"}) {
+		t.Errorf("a new thread's first deploy: Previous = %+v, want the project's latest (t1 version 2)", other.Previous)
+	}
+	v, err := e.dir.Version(context.Background(), site, dep.Previous.Version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,8 @@ func (f *fixture) deploy(files map[string]string) preview.Deployment {
 func (f *fixture) shoot(job string, dep preview.Deployment) (shots.Report, error) {
 	f.t.Helper()
 	req := shots.Request{JobID: job, After: f.version(dep.Version)}
-	if dep.Previous != "" {
-		req.Before = f.version(dep.Previous)
+	if !dep.Previous.IsZero() {
+		req.Before = f.version(dep.Previous.Version)
 	}
 	return f.sh.Shoot(context.Background(), req)
 }
