@@ -86,7 +86,7 @@ func (d *Dashboard) loadJob(ctx context.Context, id string) (jobData, error) {
 	}
 	j := jobData{Rec: rec}
 	if rec.Result != nil {
-		j.Details = parseDetails(rec.Result.Details)
+		j.Details = details{rec.Result.Report}
 	}
 	if rec.State.Final() {
 		j.Pictures = d.pictures(id)
