@@ -2,11 +2,14 @@ package preview
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -75,6 +78,21 @@ func (v *Version) Files() map[string]File {
 		out[p] = File{SHA256: e.SHA256, Size: e.Size}
 	}
 	return out
+}
+
+// Digest identifies the version's content: a sha256 over its sorted paths and their content
+// hashes. Two versions with the same files have the same digest, whichever thread holds them.
+func (v *Version) Digest() string {
+	paths := make([]string, 0, len(v.v.man.Files))
+	for p := range v.v.man.Files {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s\x00%s\n", p, v.v.man.Files[p].SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // ServeHTTP serves r.URL.Path from this version, as Server would (GET and HEAD only).

@@ -45,6 +45,19 @@ func TestVersionServesAPinnedVersion(t *testing.T) {
 	if r := e.get("t1.edit.acme.localhost", "/"); r.body != "new" {
 		t.Errorf("live / = %q, want new", r.body)
 	}
+	v2, err := e.dir.Version(context.Background(), site, "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v2.Close()
+	v3, err := e.dir.Version(context.Background(), Site{"acme", "t2"}, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v3.Close()
+	if v.Digest() == v2.Digest() || v2.Digest() != v3.Digest() {
+		t.Errorf("digests: version 1 %s, 2 %s, t2's copy of 2 %s", v.Digest(), v2.Digest(), v3.Digest())
+	}
 	if _, err := e.dir.Version(context.Background(), site, "9"); !errors.Is(err, ErrNoVersion) {
 		t.Errorf("version 9: %v, want ErrNoVersion", err)
 	}

@@ -44,7 +44,8 @@ var browserFlags = []string{
 	"--disable-default-apps", "--disable-breakpad", "--disable-crash-reporter", "--mute-audio", "--hide-scrollbars",
 	"--disable-dev-shm-usage", "--force-color-profile=srgb", "--password-store=basic", "--use-mock-keychain",
 	"--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-	"--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+	"--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,site-per-process,IsolateOrigins",
+	"--disable-site-isolation-trials",
 	"--renderer-process-limit=16",
 }
 

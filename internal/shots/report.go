@@ -18,7 +18,11 @@ type Report struct {
 	// went well). A reply never shows it.
 	Note string `json:"note,omitempty"`
 	// MailBytes is what the reply's pictures weigh together.
-	MailBytes  int   `json:"mailBytes,omitempty"`
+	MailBytes int `json:"mailBytes,omitempty"`
+	// Rendered counts the pictures the browser took; Reused those taken by an earlier job of
+	// the same content (the previous job's after is this one's before).
+	Rendered   int   `json:"rendered,omitempty"`
+	Reused     int   `json:"reused,omitempty"`
 	DurationMs int64 `json:"durationMs"`
 }
 
@@ -63,6 +67,13 @@ func boxesOf(rs []image.Rectangle) []Box {
 // against after, drops pages that look the same, and fits the reply's pictures in the budget.
 func (s *Shooter) compose(jobID string, cands []Candidate, results map[job]result) (Report, error) {
 	var rep Report
+	for _, r := range results {
+		if r.cached {
+			rep.Reused++
+		} else if r.err == nil {
+			rep.Rendered++
+		}
+	}
 	var small [][]*image.RGBA // the reply's picture of rep.Pages[i].Shots[j], not encoded yet
 	var errs []string
 	for i, c := range cands {
@@ -147,6 +158,8 @@ func (s *Shooter) savePicture(jobID string, i int, w Width, pic *Picture, before
 			return nil, err
 		}
 	}
+	s.store.cache(before.key, jobID, pic.Before)
+	s.store.cache(after.key, jobID, pic.After)
 	return scale(shown, mailCrop(shown, boxes, w), mailWidth(w)), nil
 }
 

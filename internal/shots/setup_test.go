@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // fixture is a preview directory with one thread and a shooter.
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	dir  *preview.Dir
 	site preview.Site
 	src  string
@@ -32,7 +32,7 @@ type fixture struct {
 }
 
 // setup skips the test when no Chromium is installed.
-func setup(t *testing.T, cfg shots.Config) *fixture {
+func setup(t testing.TB, cfg shots.Config) *fixture {
 	t.Helper()
 	if shots.FindBrowser() == "" {
 		t.Skip("no Chromium installed (apt-get install chromium): the pictures cannot be tested here")
@@ -46,7 +46,10 @@ func setup(t *testing.T, cfg shots.Config) *fixture {
 		t.Fatal(err)
 	}
 	t.Logf("browser sandbox: %s", sb)
-	cfg.Dir, cfg.Sandbox, cfg.Logger = filepath.Join(t.TempDir(), "shots"), sb, testLogger(t)
+	cfg.Dir, cfg.Sandbox = filepath.Join(t.TempDir(), "shots"), sb
+	if _, bench := t.(*testing.B); !bench || os.Getenv("SHOTS_BENCH_LOG") != "" {
+		cfg.Logger = testLogger(t)
+	}
 	sh, err := shots.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -107,10 +110,10 @@ func (f *fixture) picture(job, name string) image.Image {
 	return img
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }

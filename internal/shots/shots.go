@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/preview"
@@ -101,9 +102,10 @@ func (c Config) validate() error {
 // Shooter takes the pictures of jobs. Safe for concurrent use: each job gets a browser of its
 // own, so one tenant's page never shares a process with another's.
 type Shooter struct {
-	cfg   Config
-	store Store
-	l     *launcher
+	cfg    Config
+	store  Store
+	l      *launcher
+	pruned atomic.Int64 // when the cache was last pruned (Unix ns)
 }
 
 // New validates cfg and creates its directory. A missing browser is not an error: Shoot then
@@ -173,12 +175,11 @@ func (s *Shooter) shoot(ctx context.Context, req Request) (Report, error) {
 	if err := s.store.reset(req.JobID); err != nil {
 		return Report{}, err
 	}
-	b, err := s.l.start(ctx)
+	s.maybePrune()
+	results, err := s.renderAll(ctx, req, cands)
 	if err != nil {
-		return Report{}, fmt.Errorf("the browser did not start: %w", err)
+		return Report{}, err
 	}
-	defer b.close()
-	results := s.renderAll(ctx, b, req, cands)
 	return s.compose(req.JobID, cands, results)
 }
 
@@ -190,7 +191,7 @@ type job struct {
 
 // renderAll renders every candidate at every width, after and (when the previous version had
 // the page) before, in s.cfg.Parallel tabs, each picture within the page budget.
-func (s *Shooter) renderAll(ctx context.Context, b *browser, req Request, cands []Candidate) map[job]result {
+func (s *Shooter) renderAll(ctx context.Context, req Request, cands []Candidate) (map[job]result, error) {
 	var jobs []job
 	for w := range s.cfg.Widths { // by width, so a tab mostly keeps its viewport
 		for i, c := range cands {
@@ -200,17 +201,32 @@ func (s *Shooter) renderAll(ctx context.Context, b *browser, req Request, cands 
 			jobs = append(jobs, job{i, w, false})
 		}
 	}
+	out := make(map[job]result, len(jobs))
+	keys := map[job]string{}
 	queue := make(chan job, len(jobs))
 	for _, j := range jobs {
+		keys[j] = s.cacheKey(req, cands[j.page], j)
+		if img, ok := s.store.cached(keys[j]); ok {
+			out[j] = result{rendered: rendered{img: img}, key: keys[j], cached: true}
+			continue
+		}
 		queue <- j
 	}
 	close(queue)
+	if len(queue) == 0 {
+		return out, nil // all from the cache: no browser needed
+	}
+	b, err := s.l.start(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the browser did not start: %w", err)
+	}
+	defer func() { go b.close() }() // the reply need not wait for the browser to exit
 	var mu sync.Mutex
-	out := make(map[job]result, len(jobs))
 	var wg sync.WaitGroup
-	for range min(s.cfg.Parallel, len(jobs)) {
+	for range min(s.cfg.Parallel, len(queue)) {
 		wg.Go(func() {
 			s.renderQueue(ctx, b, req, cands, queue, func(j job, r result) {
+				r.key = keys[j]
 				mu.Lock()
 				out[j] = r
 				mu.Unlock()
@@ -218,7 +234,7 @@ func (s *Shooter) renderAll(ctx context.Context, b *browser, req Request, cands 
 		})
 	}
 	wg.Wait()
-	return out
+	return out, nil
 }
 
 // renderQueue renders jobs from queue in one tab, opening a fresh tab after a failure (the
@@ -233,7 +249,10 @@ func (s *Shooter) renderQueue(ctx context.Context, b *browser, req Request, cand
 	for j := range queue {
 		var err error
 		if t == nil {
-			if t, err = b.newTab(ctx); err != nil {
+			tt := time.Now()
+			t, err = b.newTab(ctx)
+			s.cfg.Logger.DebugContext(ctx, "shots: tab", slog.Duration("took", time.Since(tt)))
+			if err != nil {
 				done(j, result{err: fmt.Errorf("open a tab: %w", err)})
 				continue
 			}
@@ -250,7 +269,21 @@ func (s *Shooter) renderQueue(ctx context.Context, b *browser, req Request, cand
 // result is one rendered picture, or why there is none.
 type result struct {
 	rendered
-	err error
+	key    string // its cache key
+	cached bool   // reused, not rendered
+	err    error
+}
+
+// cacheKey names a picture by what it shows: the version's content, the page, the viewport.
+// The previous job's after picture is the next job's before picture, so a follow-up in a
+// thread renders only its after pictures.
+func (s *Shooter) cacheKey(req Request, c Candidate, j job) string {
+	v := req.After
+	if j.before {
+		v = req.Before
+	}
+	w := s.cfg.Widths[j.width]
+	return hashKey(fmt.Sprintf("%s\x00%s\x00%s %dx%d mobile=%v max=%d", v.Digest(), c.Path, w.Name, w.Width, w.Height, w.Mobile, 3*w.Height))
 }
 
 func (s *Shooter) renderOne(ctx context.Context, t *tab, req Request, c Candidate, j job) result {
@@ -269,6 +302,19 @@ func (s *Shooter) renderOne(ctx context.Context, t *tab, req Request, c Candidat
 		err = fmt.Errorf("cut off after %s (the page kept the browser busy): %w", s.cfg.PageBudget, err)
 	}
 	return result{rendered: r, err: err}
+}
+
+// cacheAge is how long cached pictures are kept for the jobs after.
+const cacheAge = 7 * 24 * time.Hour
+
+// maybePrune prunes the picture cache in the background, at most once an hour.
+func (s *Shooter) maybePrune() {
+	now := time.Now()
+	last := s.pruned.Load()
+	if now.UnixNano()-last < int64(time.Hour) || !s.pruned.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	go s.store.pruneCache(cacheAge, now)
 }
 
 func (s *Shooter) log(ctx context.Context, req Request, rep Report, err error) {

@@ -129,3 +129,23 @@ func TestUnchangedPageGetsNoPicture(t *testing.T) {
 		t.Errorf("stored report = %+v, %v", got, err)
 	}
 }
+
+// TestFollowUpReusesThePicturesBefore: the next job's before pictures are the last job's
+// after pictures, taken once.
+func TestFollowUpReusesThePicturesBefore(t *testing.T) {
+	t.Parallel()
+	f := setup(t, shots.Config{Widths: []shots.Width{shots.Desktop}})
+	f.deploy(map[string]string{"index.html": page, "style.css": style("#c00")})
+	rep, err := f.shoot("job-1", f.deploy(map[string]string{"style.css": style("#080")}))
+	if err != nil || rep.Rendered != 2 || rep.Reused != 0 {
+		t.Fatalf("first job: %+v, %v; want 2 pictures rendered", rep, err)
+	}
+	rep, err = f.shoot("job-2", f.deploy(map[string]string{"style.css": style("#00c")}))
+	if err != nil || rep.Rendered != 1 || rep.Reused != 1 || len(rep.Pages) != 1 {
+		t.Fatalf("follow-up: %+v, %v; want 1 rendered, 1 reused", rep, err)
+	}
+	before := f.picture("job-2", rep.Pages[0].Shots[0].Before)
+	if c := before.At(1200, 10); !greenish(c) {
+		t.Errorf("the follow-up's before header is %v, want the first job's green", c)
+	}
+}

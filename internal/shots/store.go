@@ -1,14 +1,19 @@
 package shots
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 )
@@ -138,4 +143,50 @@ func caption(pg Page, pic Picture) string {
 		name += ", new"
 	}
 	return name + " — " + pic.Width
+}
+
+// cacheDir holds pictures by what they show (see Shooter.cacheKey), hard links to the jobs'
+// files: Dir/.cache/<key>.png.
+const cacheDir = ".cache"
+
+func hashKey(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
+}
+
+// cached returns the picture stored under key, if any.
+func (s Store) cached(key string) (image.Image, bool) {
+	f, err := os.Open(filepath.Join(s.Dir, cacheDir, key+".png"))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	return img, err == nil
+}
+
+// cache files a job's picture under key; a picture already there stays. Best effort.
+func (s Store) cache(key, jobID, name string) {
+	if key == "" || name == "" {
+		return
+	}
+	src, err := s.Path(jobID, name)
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(s.Dir, cacheDir)
+	if os.MkdirAll(dir, 0o755) == nil {
+		_ = os.Link(src, filepath.Join(dir, key+".png"))
+	}
+}
+
+// pruneCache deletes cached pictures older than maxAge; the jobs' own files stay.
+func (s Store) pruneCache(maxAge time.Duration, now time.Time) {
+	dir := filepath.Join(s.Dir, cacheDir)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > maxAge {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
