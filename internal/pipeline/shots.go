@@ -17,7 +17,7 @@ func (r *run) takeShots(ctx context.Context, sha string) {
 		return
 	}
 	site := preview.Site{Project: r.proj.ID, Thread: r.thread.ID}
-	req := shots.Request{JobID: r.task.Job.ID}
+	req := shots.Request{JobID: r.task.Job.ID, Warm: r.warm}
 	var err error
 	if req.After, err = versions.Version(ctx, site, r.deploy.Version); err != nil {
 		r.log.WarnContext(ctx, "shots: cannot read the deployed version", slog.Any("err", err))

@@ -1,6 +1,7 @@
 package shots_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,19 +31,21 @@ const benchStyle = `body{margin:0;font:16px/1.5 sans-serif;color:#222} header{ba
 nav a{color:#fff;margin-right:12px} main{max-width:760px;margin:0 auto;padding:24px} .note{background:#ffe;padding:8px}
 footer{background:#eee;padding:16px 24px}`
 
-// BenchmarkShoot measures the time pictures add to a job: Shoot from browser start to the
-// stored report, for 1 and 3 changed pages at both widths. before=rendered is a job whose
-// before pictures must be taken too (4 and 12 renders); before=reused is a follow-up in a
-// thread, whose before pictures are the last job's after pictures (2 and 6 renders). It
-// reports the median (p50) and the slowest.
+// BenchmarkShoot measures the time pictures add to a job: Shoot to the stored report, for 1
+// and 3 changed pages at both widths. before=rendered is a job whose before pictures must be
+// taken too (4 and 12 renders); before=reused is a follow-up in a thread, whose before
+// pictures are the last job's after pictures (2 and 6 renders). browser=warm is the
+// pipeline's case: the browser was started while the site built (Shooter.Warm), which is not
+// timed; browser=cold starts it inside Shoot. It reports the median (p50) and the slowest.
 func BenchmarkShoot(b *testing.B) {
 	for _, c := range []struct {
-		pages int
-		reuse bool
-	}{{1, false}, {1, true}, {3, false}, {3, true}} {
+		pages      int
+		reuse, hot bool
+	}{{1, false, false}, {1, false, true}, {1, true, true}, {3, false, true}, {3, true, true}} {
 		pages := c.pages
 		mode := map[bool]string{false: "rendered", true: "reused"}[c.reuse]
-		b.Run(fmt.Sprintf("pages=%d/before=%s", pages, mode), func(b *testing.B) {
+		start := map[bool]string{false: "cold", true: "warm"}[c.hot]
+		b.Run(fmt.Sprintf("pages=%d/before=%s/browser=%s", pages, mode, start), func(b *testing.B) {
 			f := setup(b, shots.Config{})
 			paths := []string{"index.html", "menu/index.html", "about/index.html"}
 			files := map[string]string{"style.css": benchStyle}
@@ -62,9 +65,14 @@ func BenchmarkShoot(b *testing.B) {
 				if !c.reuse {
 					_ = os.RemoveAll(filepath.Join(f.sh.Store().Dir, ".cache"))
 				}
+				var warm *shots.Warm
+				if c.hot {
+					warm = f.sh.Warm(context.Background())
+					warm.Wait()
+				}
 				b.StartTimer()
 				start := time.Now()
-				rep, err := f.shoot(fmt.Sprintf("bench-%d", i), dep)
+				rep, err := f.shootWarm(fmt.Sprintf("bench-%d", i), dep, warm)
 				took = append(took, time.Since(start))
 				if err != nil || len(rep.Pages) != pages {
 					b.Fatalf("shoot: %v, %d pages (%s)", err, len(rep.Pages), rep.Note)

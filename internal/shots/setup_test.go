@@ -79,7 +79,13 @@ func (f *fixture) deploy(files map[string]string) preview.Deployment {
 // shoot takes the pictures of dep against the version it replaced.
 func (f *fixture) shoot(job string, dep preview.Deployment) (shots.Report, error) {
 	f.t.Helper()
-	req := shots.Request{JobID: job, After: f.version(dep.Version)}
+	return f.shootWarm(job, dep, nil)
+}
+
+// shootWarm is shoot with a browser started ahead.
+func (f *fixture) shootWarm(job string, dep preview.Deployment, warm *shots.Warm) (shots.Report, error) {
+	f.t.Helper()
+	req := shots.Request{JobID: job, After: f.version(dep.Version), Warm: warm}
 	if !dep.Previous.IsZero() {
 		req.Before = f.version(dep.Previous.Version)
 	}

@@ -134,6 +134,9 @@ type Request struct {
 	After *preview.Version
 	// Sources are the repository paths the job changed; they rank the pages (see Pick).
 	Sources []string
+	// Warm, when set, is the browser to use, started ahead (Shooter.Warm); Shoot takes it
+	// over, or closes it when it has nothing to render.
+	Warm *Warm
 }
 
 // Shoot picks the pages the deploy changed, renders each before and after at every width,
@@ -143,6 +146,7 @@ type Request struct {
 // early (the job was interrupted).
 func (s *Shooter) Shoot(ctx context.Context, req Request) (Report, error) {
 	start := time.Now()
+	defer req.Warm.Close() // unless taken
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Budget)
 	defer cancel()
 	rep, err := s.shoot(ctx, req)
@@ -214,18 +218,23 @@ func (s *Shooter) renderAll(ctx context.Context, req Request, cands []Candidate)
 	}
 	close(queue)
 	if len(queue) == 0 {
+		req.Warm.Close()
 		return out, nil // all from the cache: no browser needed
 	}
-	b, err := s.l.start(ctx)
+	b, tabs, err := s.browser(ctx, req.Warm)
 	if err != nil {
 		return nil, fmt.Errorf("the browser did not start: %w", err)
 	}
 	defer func() { go b.close() }() // the reply need not wait for the browser to exit
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for range min(s.cfg.Parallel, len(queue)) {
+	for i := range min(s.cfg.Parallel, len(queue)) {
+		var t *tab
+		if i < len(tabs) {
+			t = tabs[i]
+		}
 		wg.Go(func() {
-			s.renderQueue(ctx, b, req, cands, queue, func(j job, r result) {
+			s.renderQueue(ctx, b, t, req, cands, queue, func(j job, r result) {
 				r.key = keys[j]
 				mu.Lock()
 				out[j] = r
@@ -237,10 +246,18 @@ func (s *Shooter) renderAll(ctx context.Context, req Request, cands []Candidate)
 	return out, nil
 }
 
-// renderQueue renders jobs from queue in one tab, opening a fresh tab after a failure (the
-// page may still be running).
-func (s *Shooter) renderQueue(ctx context.Context, b *browser, req Request, cands []Candidate, queue <-chan job, done func(job, result)) {
-	var t *tab
+// browser returns the warm browser and its tabs, or starts one.
+func (s *Shooter) browser(ctx context.Context, w *Warm) (*browser, []*tab, error) {
+	if b, tabs, ok := w.take(ctx); ok {
+		return b, tabs, nil
+	}
+	b, err := s.l.start(ctx)
+	return b, nil, err
+}
+
+// renderQueue renders jobs from queue in tab t (nil: one it opens), opening a fresh tab after
+// a failure (the page may still be running).
+func (s *Shooter) renderQueue(ctx context.Context, b *browser, t *tab, req Request, cands []Candidate, queue <-chan job, done func(job, result)) {
 	defer func() {
 		if t != nil {
 			t.close()
