@@ -38,7 +38,7 @@ type shot struct {
 	width     Width        // viewport
 	site      http.Handler // the version: a *preview.Version
 	version   string       // its id
-	maxHeight int          // the picture's height limit
+	maxHeight int          // the picture's height limit; 0 takes no picture (a warm-up)
 }
 
 // originFor is where a page of a version seems to come from in tab n:
@@ -111,6 +111,19 @@ func (b *browser) newTab(ctx context.Context) (*tab, error) {
 	return t, nil
 }
 
+// blankPage answers every request of a tab's warm-up.
+var blankPage = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write([]byte("<!doctype html><title></title>"))
+})
+
+// warmUp loads a blank page of the tab's site, so the renderer process the tab's pages use is
+// running before the first of them.
+func (t *tab) warmUp(ctx context.Context) error {
+	_, err := t.render(ctx, shot{path: "/", width: Desktop, site: blankPage, version: "warm", maxHeight: 0})
+	return err
+}
+
 // close disposes of the tab's browser context, which ends its renderer even if a script never
 // yields; it waits at most two seconds for the browser to confirm.
 func (t *tab) close() {
@@ -170,7 +183,7 @@ func (t *tab) render(ctx context.Context, s shot) (rendered, error) {
 		return rendered{}, fmt.Errorf("the page did not finish loading within its time budget: %w", ctx.Err())
 	}
 	title, err := t.settle(ctx)
-	if err != nil {
+	if err != nil || s.maxHeight == 0 {
 		return rendered{}, err
 	}
 	img, err := t.screenshot(ctx, s)

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"runtime"
 	"strings"
+	"sync"
 )
 
 // Report is what Shoot did for a job; the job page and the reply are made from it. It is
@@ -76,9 +78,9 @@ func (s *Shooter) compose(jobID string, cands []Candidate, results map[job]resul
 	}
 	var small [][]*image.RGBA // the reply's picture of rep.Pages[i].Shots[j], not encoded yet
 	var errs []string
-	for i, c := range cands {
-		pg, pics, changed, perrs := s.composePage(jobID, i, c, results)
-		errs = append(errs, perrs...)
+	for i, pc := range s.composePages(jobID, cands, results) {
+		c, pg, pics, changed := cands[i], pc.page, pc.small, pc.changed
+		errs = append(errs, pc.errs...)
 		switch {
 		case !changed:
 			rep.Unchanged = append(rep.Unchanged, c.Path)
@@ -98,6 +100,32 @@ func (s *Shooter) compose(jobID string, cands []Candidate, results map[job]resul
 		return rep, errors.New(strings.Join(errs, "; "))
 	}
 	return rep, nil
+}
+
+// composed is one page's part of the report.
+type composed struct {
+	page    Page
+	small   []*image.RGBA
+	changed bool
+	errs    []string
+}
+
+// composePages composes the pages concurrently, one per processor (diffing and encoding
+// full-size pictures is most of the work after the renders).
+func (s *Shooter) composePages(jobID string, cands []Candidate, results map[job]result) []composed {
+	out := make([]composed, len(cands))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, c := range cands {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			pg, small, changed, errs := s.composePage(jobID, i, c, results)
+			out[i] = composed{pg, small, changed, errs}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // composePage builds page i's pictures at every width and their reply-sized versions. changed
@@ -141,26 +169,30 @@ func (s *Shooter) composePage(jobID string, i int, c Candidate, results map[job]
 func (s *Shooter) savePicture(jobID string, i int, w Width, pic *Picture, before, after result, boxes []image.Rectangle) (*image.RGBA, error) {
 	stem := fmt.Sprintf("p%d-%s-", i+1, w.Name)
 	shown := toRGBA(after.img)
-	files := map[string]image.Image{stem + "after.png": after.img}
 	pic.After = stem + "after.png"
+	files := []stored{{pic.After, after}}
 	if before.err == nil && before.img != nil {
 		pic.Before = stem + "before.png"
-		files[pic.Before] = before.img
+		files = append(files, stored{pic.Before, before})
 	}
 	if len(boxes) > 0 {
 		pic.Boxes = boxesOf(boxes)
 		pic.Marked = stem + "marked.png"
 		shown = Mark(shown, boxes)
-		files[pic.Marked] = shown
+		files = append(files, stored{pic.Marked, result{rendered: rendered{img: shown}}})
 	}
-	for name, img := range files {
-		if err := s.store.write(jobID, name, encodePNG(img)); err != nil {
+	for _, f := range files {
+		if err := s.store.put(jobID, f.name, f.r); err != nil {
 			return nil, err
 		}
 	}
-	s.store.cache(before.key, jobID, pic.Before)
-	s.store.cache(after.key, jobID, pic.After)
 	return scale(shown, mailCrop(shown, boxes, w), mailWidth(w)), nil
+}
+
+// stored is a full-size picture to store under name.
+type stored struct {
+	name string
+	r    result
 }
 
 // altText says what a picture shows, for people who cannot see it.

@@ -180,6 +180,23 @@ func (s Store) cache(key, jobID, name string) {
 	}
 }
 
+// put stores a job's full-size picture: linked from the cache when it came from there, else
+// encoded, written and filed in the cache (when it has a key).
+func (s Store) put(jobID, name string, r result) error {
+	p, err := s.Path(jobID, name)
+	if err != nil {
+		return err
+	}
+	if r.cached && os.Link(filepath.Join(s.Dir, cacheDir, r.key+".png"), p) == nil {
+		return nil
+	}
+	if err := os.WriteFile(p, encodePNG(r.img), 0o644); err != nil {
+		return err
+	}
+	s.cache(r.key, jobID, name)
+	return nil
+}
+
 // pruneCache deletes cached pictures older than maxAge; the jobs' own files stay.
 func (s Store) pruneCache(maxAge time.Duration, now time.Time) {
 	dir := filepath.Join(s.Dir, cacheDir)

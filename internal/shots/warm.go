@@ -32,6 +32,9 @@ func (s *Shooter) Warm(ctx context.Context) *Warm {
 		w.b, w.err = s.l.start(ctx)
 		for i := 0; w.err == nil && i < s.cfg.Parallel; i++ {
 			t, err := w.b.newTab(ctx)
+			if err == nil {
+				err = t.warmUp(ctx)
+			}
 			if err != nil {
 				break
 			}
