@@ -19,6 +19,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
+	"github.com/webordinary/webordinary/internal/durable"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
@@ -111,11 +112,18 @@ func (f *fixture) pending(user string) int {
 }
 
 // sent returns the replies written to the development outbox (waiting up to 5s for want).
+// A reply still being written is a temporary file, not a reply yet.
 func (f *fixture) sent(want int) []*mail.Message {
 	f.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		entries, _ := os.ReadDir(f.outDir)
+		all, _ := os.ReadDir(f.outDir)
+		var entries []os.DirEntry
+		for _, e := range all {
+			if !strings.HasPrefix(e.Name(), durable.TempPrefix) {
+				entries = append(entries, e)
+			}
+		}
 		if len(entries) >= want || time.Now().After(deadline) {
 			var out []*mail.Message
 			for _, e := range entries {
