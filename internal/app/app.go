@@ -307,7 +307,7 @@ func (a *App) httpHandler(ctx context.Context, b *broker.Backend, r *router.Rout
 		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,
-		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Notice: a.cfg.notice(), Logger: a.log})
+		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Notice: a.cfg.notice(), Pictures: a.pictures(), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}

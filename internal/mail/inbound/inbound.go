@@ -54,8 +54,11 @@ type Config struct {
 	Limits message.Limits
 	// JobURL, when set, links a job in replies.
 	JobURL func(jobID string) string
-	Now    func() time.Time
-	Logger *slog.Logger
+	// Pictures, when set, returns the pictures of a finished job's change, shown inline in its
+	// reply (shots.Store.Images); none is fine.
+	Pictures func(jobID string) []outbox.Image
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {

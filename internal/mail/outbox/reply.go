@@ -94,6 +94,8 @@ type Reply struct {
 	Understood string
 	// Guessed says Understood is a best guess (nothing was clearly new in the email).
 	Guessed bool
+	// Images are pictures of the change, shown inline after the summary (Done).
+	Images []Image
 }
 
 // validate checks the fields Compose cannot do without.
