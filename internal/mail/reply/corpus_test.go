@@ -36,6 +36,7 @@ func corpora() []corpus {
 		{name: "github + zapier parsers", dir: "github-zapier", public: true},
 		{name: "planer (talon text tests)", dir: "planer", public: true},
 		{name: "held out: discourse new, talon .eml, parse-reply", dir: "heldout", public: true, heldOut: true},
+		{name: "held out 2: mail-parser-reply, client shapes", dir: "heldout2", public: true, heldOut: true},
 		{name: "self-written client shapes", dir: ""},
 	}
 }
