@@ -139,6 +139,10 @@ func splitRunOn(lines []string) ([]string, map[string]bool) {
 	var out []string
 	content := make(map[string]bool)
 	for i, l := range lines {
+		if isQuoted(l) {
+			out = append(out, l) // "> On … wrote:" is a quoted attribution, not the person's words
+			continue
+		}
 		if text, attr, ok := runOn(l); ok && quoteFollows(lines, i+1) && !inAttribution(lines, i) {
 			out = append(out, text, attr)
 			content[normalize(text)] = true
