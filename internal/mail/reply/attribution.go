@@ -197,9 +197,14 @@ func quoteFollows(lines []string, i int) bool {
 	return j < len(lines) && isQuoted(lines[j])
 }
 
-// inAttribution reports whether line i is the rest of an attribution wrapped from a line above.
+// inAttribution reports whether line i is the rest of an attribution wrapped from a line above
+// that opens like one ("On …", "Am …"). Without an opener above, a line above that ends in
+// "wrote:" only because line i does is the person's text ("reply" / "bla--- On … wrote:").
 func inAttribution(lines []string, i int) bool {
 	for j := max(0, i-maxAttributionLines+1); j < i; j++ {
+		if !attributionOpener.MatchString(squash(lines[j])) {
+			continue
+		}
 		if n, _ := attribution(lines, j); n > 0 && j+n > i {
 			return true
 		}

@@ -42,12 +42,11 @@ func corpora() []corpus {
 }
 
 // Floors: ours must never score below dimiro1/reply on any corpus, held-out ones included, and
-// must reach realWorldFloor over the public corpora that are not held out. The goal is 0.95;
-// the floor holds what is achieved (154/163 since issue 10's third pass, which studied the
-// misses of the first held-out corpus, so that it is gated now; heldout2 took its place). Held-out corpora
-// count towards neither the floor nor the rules: they are printed and compared with
-// dimiro1/reply only.
-const realWorldFloor = 0.944
+// must reach realWorldFloor over the public corpora that are not held out: 155/163 since issue
+// 10's third pass, which studied the misses of the first held-out corpus (gated since; heldout2
+// took its place). A held-out corpus counts towards neither the floor nor the rules: it is
+// printed and compared with dimiro1/reply only.
+const realWorldFloor = 0.95
 
 // loadCorpus reads a corpus's cases.
 func loadCorpus(t testing.TB, c corpus) []corpusCase {
