@@ -352,7 +352,7 @@ func (a *App) announceToken(token string) {
 `, SecretPath(a.cfg.Data, APITokenFile), token, a.ln.http.Addr(), token)
 }
 
-// writeReady writes Config.ReadyFile: {"api":URL,"smtp":addr,"nats":URL}.
+// writeReady writes Config.ReadyFile: {"api":URL,"smtp":addr,"nats":URL,"preview":addr}.
 func (a *App) writeReady(b *broker.Backend, mail *mailParts) error {
 	if a.cfg.ReadyFile == "" {
 		return nil
@@ -363,6 +363,9 @@ func (a *App) writeReady(b *broker.Backend, mail *mailParts) error {
 	}
 	if b.Endpoint != "" {
 		ready["nats"] = b.Endpoint
+	}
+	if a.ln.preview != nil {
+		ready["preview"] = a.ln.preview.Addr().String()
 	}
 	data, _ := json.Marshal(ready)
 	tmp := a.cfg.ReadyFile + ".tmp"

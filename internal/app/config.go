@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
@@ -99,7 +100,7 @@ type Config struct {
 	Token string
 	// PreviewAddr is the preview server's address; empty serves no previews.
 	PreviewAddr string
-	// ReadyFile, when set, receives {"api":URL,"smtp":addr,"nats":URL} once serving.
+	// ReadyFile, when set, receives {"api":URL,"smtp":addr,"nats":URL,"preview":addr} once serving.
 	ReadyFile string
 	// ReconcileEvery is the router reconciler's period. Default router.DefaultReconcileEvery.
 	ReconcileEvery time.Duration
@@ -196,6 +197,12 @@ type Worker struct {
 	ShotPages int
 	// ShotBudget bounds one picture. Default shots.DefaultPageBudget.
 	ShotBudget time.Duration
+	// StateMaxBytes bounds the archive of a tenant's agent state (its agent/ and home/ under
+	// State) that the pipeline saves to the engine after each job and restores on another
+	// machine, so any worker can take a thread's session over. 0 takes
+	// agentstate.DefaultMaxBytes; at most broker.MaxBlobSize. Negative: agent state stays on
+	// the machine that wrote it, and every worker must share State.
+	StateMaxBytes int
 }
 
 // FieldError is a Config field that cannot be used. Field is the path from Config, such as
@@ -461,6 +468,8 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.MaxAttempts", w.MaxAttempts, "must not be negative")
 	case w.ShotPages < 0:
 		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
+	case w.StateMaxBytes > broker.MaxBlobSize:
+		return fieldErr("Worker.StateMaxBytes", w.StateMaxBytes, "must be at most %d (64 MiB)", broker.MaxBlobSize)
 	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
 		return fieldErr("Worker", "durations", "must not be negative")
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/command"
 	"github.com/webordinary/webordinary/internal/jobenv"
@@ -119,9 +120,15 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 	if err != nil {
 		return nil, err
 	}
+	var states *agentstate.Store
+	if w.StateMaxBytes >= 0 {
+		if states, err = agentstate.Open(ctx, b, w.StateMaxBytes); err != nil {
+			return nil, err
+		}
+	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
 		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, Logger: a.log, Live: hub.Writer,
-		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh})
+		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh, States: states})
 }
 
 // shooter is the pipeline's picture taker; nil with Chromium "off".
