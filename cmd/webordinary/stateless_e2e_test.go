@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,7 +20,8 @@ import (
 // TestStatelessWorkerResumesSession: job 1 of a thread runs on worker process A with its own
 // directories; A is SIGKILLed; job 2 of the thread runs on worker process B with other, empty
 // directories and resumes the same Claude session (fakeclaude: --resume of job 1's session,
-// whose file B got from the engine), and serve serves the thread's preview.
+// whose file B got from the engine), and serve serves the thread's preview from the engine
+// (--previews engine: no directory shared by the workers and serve).
 func TestStatelessWorkerResumesSession(t *testing.T) {
 	t.Parallel()
 	dir := reachableTempDir(t)
@@ -50,36 +52,43 @@ func TestStatelessWorkerResumesSession(t *testing.T) {
 	if body := previewFile(t, "t1.edit.site.localhost:"+portOf(previewAddr), "/"); !strings.Contains(body, "Job two") {
 		t.Fatalf("serve's preview of the thread: %q", body)
 	}
+	if cached, _ := os.ReadDir(filepath.Join(dir, "data", "preview-cache")); len(cached) == 0 {
+		t.Fatal("serve served the preview without reading it from the engine into its cache")
+	}
 	for i, j := range []broker.JobRecord{job1, job2} {
 		t.Logf("job %d on %s: stages (ms) %v", i+1, j.Worker, j.Result.Report.StagesMs)
 	}
 	logStateFigures(t, dir)
 }
 
-// startServeOnly starts serve without workers, serving previews, with a ready file that
-// names the engine and the preview address.
+// startServeOnly starts serve without workers, serving previews from the engine, with a
+// ready file that names the engine and the preview address.
 func startServeOnly(t *testing.T, dir string) (*cluster, string) {
 	t.Helper()
 	ready := filepath.Join(dir, "ready.json")
 	c := &cluster{t: t, dir: dir}
 	c.serveP = c.start("serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--smtp", "", "--ready-file", ready, "--workers", "0", "--log-level", "warn",
-		"--reconcile", "300ms")
+		"--reconcile", "300ms", "--previews", "engine")
 	t.Cleanup(c.stopAll)
 	c.api, c.nats = waitReady(t, ready)
 	return c, readyField(t, ready, "preview")
 }
 
-// statelessWorker starts a worker process whose workspaces, state, previews and shots are
-// directories of its own under dir/<name>.
+// statelessWorker starts a worker process whose data, workspaces, state and shots are
+// directories of its own under dir/<name>, deploying previews into the engine.
 func (c *cluster) statelessWorker(t *testing.T, name, previewAddr string) *os.Process {
 	t.Helper()
 	own := filepath.Join(c.dir, name)
-	cmd := c.start("worker", "--nats", c.nats, "--workers", "1", "--lease-ttl", "1s", "--log-level", "info",
-		"--workspaces", filepath.Join(own, "workspaces"), "--state", filepath.Join(own, "state"),
-		"--previews", filepath.Join(c.dir, "data", "previews"), "--shots", filepath.Join(own, "shots"), "--chromium", "off",
-		"--preview-port", portOf(previewAddr))
-	return cmd.Process
+	creds := c.natsCreds()
+	cmd := exec.Command(os.Args[0], "worker", "--nats", c.nats, "--data", filepath.Join(own, "data"), "--workers", "1",
+		"--lease-ttl", "1s", "--log-level", "info", "--workspaces", filepath.Join(own, "workspaces"),
+		"--state", filepath.Join(own, "state"), "--previews", "engine", "--shots", filepath.Join(own, "shots"),
+		"--chromium", "off", "--preview-port", portOf(previewAddr))
+	// Its own data directory; the engine's credentials come from the environment, as on
+	// another machine.
+	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1", "WO_NATS_USER="+creds.User, "WO_NATS_PASSWORD="+creds.Password)
+	return c.startCmd(cmd).Process
 }
 
 // sendThread submits instruction on thread t1 of site/alice and waits until it is done.

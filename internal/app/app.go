@@ -23,7 +23,6 @@ import (
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/mail/auth"
-	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -266,7 +265,7 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 		comps = append(comps, component{"SMTP intake", mail.smtp.Run})
 	}
 	if a.ln.preview != nil {
-		h, err := preview.NewServer(preview.ServerConfig{Root: a.cfg.Worker.Previews, Domain: a.cfg.Worker.PreviewDomain, Logger: a.log})
+		h, err := a.previewHandler(ctx, b)
 		if err != nil {
 			return nil, err
 		}

@@ -165,7 +165,8 @@ type Worker struct {
 	AgentCommand string
 	// Workspaces, State and Previews are the roots of per-tenant working copies, agent and
 	// build state, and deployed previews. Defaults <Data>/workspaces, <Data>/state,
-	// <Data>/previews. Made absolute by Validate.
+	// <Data>/previews. Made absolute by Validate. Previews PreviewsEngine ("engine") deploys
+	// into the engine instead, and serve serves from there: no directory shared with serve.
 	Workspaces, State, Previews string
 	// PreviewPort is the preview server's port in reported links when this process serves
 	// none (serve reports its own). Default DefaultPreviewPort.
@@ -488,6 +489,9 @@ func (w *Worker) absolute(data string) {
 	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
+		}
+		if d.p == &w.Previews && *d.p == PreviewsEngine {
+			continue
 		}
 		if abs, err := filepath.Abs(*d.p); err == nil {
 			*d.p = abs

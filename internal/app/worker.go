@@ -12,7 +12,6 @@ import (
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/pipeline"
-	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
@@ -112,7 +111,7 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 		return nil, err
 	}
 	w := a.cfg.Worker
-	target, err := preview.NewDir(preview.DirConfig{Root: w.Previews, Port: previewPort, Domain: w.PreviewDomain, Logger: a.log})
+	target, err := a.previewTarget(ctx, b, previewPort)
 	if err != nil {
 		return nil, err
 	}

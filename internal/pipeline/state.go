@@ -69,7 +69,8 @@ func (r *run) saveState(ctx context.Context) {
 	case err != nil:
 		r.log.WarnContext(ctx, "agent state not saved", slog.Any("err", err))
 	default:
-		r.log.DebugContext(ctx, "agent state saved", slog.Int("files", stats.Files), slog.Int("bytes", stats.Bytes))
+		r.log.InfoContext(ctx, "agent state saved", slog.Int("files", stats.Files), slog.Int("bytes", stats.Bytes),
+			slog.Int64("ms", r.stages["state-save"]))
 	}
 }
 
