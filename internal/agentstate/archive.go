@@ -50,10 +50,11 @@ type Stats struct {
 	Bytes    int   // bytes of the archive
 }
 
-// Pack archives the travelling parts of root. Missing parts are empty.
-func Pack(root string) ([]byte, Stats, error) {
+// Pack archives the travelling parts of root. Missing parts are empty. An archive that grows
+// over maxBytes stops with ErrTooLarge (so memory stays bounded).
+func Pack(root string, maxBytes int) ([]byte, Stats, error) {
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	zw, _ := gzip.NewWriterLevel(&capped{buf: &buf, max: maxBytes}, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	p := packer{root: root, tw: tw}
 	for _, top := range Travelling {
@@ -66,6 +67,19 @@ func Pack(root string) ([]byte, Stats, error) {
 	}
 	p.stats.Bytes = buf.Len()
 	return buf.Bytes(), p.stats, nil
+}
+
+// capped is a buffer that refuses to grow over max bytes.
+type capped struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.buf.Len()+len(p) > c.max {
+		return 0, fmt.Errorf("%w: the archive is over %d MiB", ErrTooLarge, c.max>>20)
+	}
+	return c.buf.Write(p)
 }
 
 type packer struct {

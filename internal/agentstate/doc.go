@@ -14,7 +14,7 @@
 // anything not a regular file or directory (symlinks, sockets). A restore leaves those that
 // exist locally in place.
 //
-// Pack refuses more than MaxUnpacked bytes of files; Save refuses an archive over the
-// Store's MaxBytes (default DefaultMaxBytes) with ErrTooLarge, keeping the previous one.
+// Save stops with ErrTooLarge, keeping the previously stored state, once the archive grows
+// over the Store's MaxBytes (default DefaultMaxBytes) or the files over MaxUnpacked bytes.
 // Unpack refuses paths outside the tree, links, and more than MaxUnpacked bytes.
 package agentstate

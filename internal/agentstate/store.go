@@ -48,13 +48,14 @@ func Key(t tenant.ID) string { return t.Subject() }
 // Save archives root's travelling parts and stores them as t's state. Over MaxBytes, it
 // returns ErrTooLarge and the previously stored state stays.
 func (s *Store) Save(ctx context.Context, t tenant.ID, root string) (Stats, error) {
-	data, st, err := Pack(root)
+	data, st, err := Pack(root, s.maxBytes())
+	if errors.Is(err, ErrTooLarge) {
+		return st, fmt.Errorf("agentstate: %s's agent state (%d files, %d MiB read so far) is over the limit of %d MiB compressed: %w; "+
+			"the previous state stays in the engine, the newest only on this machine (raise --state-max-bytes or trim %s)",
+			t, st.Files, st.Unpacked>>20, s.maxBytes()>>20, err, root)
+	}
 	if err != nil {
 		return st, fmt.Errorf("agentstate: pack %s: %w", t, err)
-	}
-	if limit := s.maxBytes(); len(data) > limit {
-		return st, fmt.Errorf("agentstate: %w: %s's agent state is %d MiB compressed (%d files), over %d MiB; "+
-			"the previous state stays in the engine and the newest only on this machine", ErrTooLarge, t, len(data)>>20, st.Files, limit>>20)
 	}
 	v, err := s.Blobs.Put(ctx, Key(t), data)
 	if err != nil {
