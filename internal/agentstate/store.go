@@ -102,6 +102,7 @@ func replace(root string, data []byte) (Stats, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return Stats{}, err
 	}
+	removeLeftovers(root)
 	suffix := randomSuffix()
 	fresh, old := filepath.Join(root, ".restore-"+suffix), filepath.Join(root, ".replaced-"+suffix)
 	defer os.RemoveAll(fresh)
@@ -160,6 +161,16 @@ func keepLocal(root, cur, fresh string) error {
 		}
 		return nil
 	})
+}
+
+// removeLeftovers deletes what a restore cut short by a crash left behind.
+func removeLeftovers(root string) {
+	for _, pattern := range []string{".restore-*", ".replaced-*"} {
+		left, _ := filepath.Glob(filepath.Join(root, pattern))
+		for _, p := range left {
+			_ = os.RemoveAll(p)
+		}
+	}
 }
 
 func writeMarker(root, version string) error {
