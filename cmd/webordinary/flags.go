@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/app"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
@@ -90,7 +91,7 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 		"with --processor command: shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
 	fs.StringVar(&w.Workspaces, "workspaces", "", "root of per-tenant working copies; the same path on every worker (default <data>/workspaces)")
 	fs.StringVar(&w.State, "state", "", "root of per-tenant agent and build state (default <data>/state)")
-	fs.StringVar(&w.Previews, "previews", "", "directory previews are deployed into; shared with the preview server (default <data>/previews)")
+	fs.StringVar(&w.Previews, "previews", "", `directory previews are deployed into, shared with the preview server (default <data>/previews); "engine": into the engine, served by any serve from there (no shared directory)`)
 	fs.IntVar(&w.PreviewPort, "preview-port", app.DefaultPreviewPort, "preview server port, for the links in results (serve: its --preview port)")
 	fs.StringVar(&w.PreviewDomain, "preview-domain", app.DefaultPreviewDomain, "preview host suffix: edit.<project>.<domain>")
 	fs.DurationVar(&w.BuildTimeout, "build-timeout", app.DefaultBuildTimeout, "bound on a site's install and build")
@@ -107,6 +108,8 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.StringVar(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`)
 	fs.IntVar(&w.ShotPages, "shot-pages", shots.DefaultPages, "pages pictured per job, most relevant first")
 	fs.DurationVar(&w.ShotBudget, "shot-budget", shots.DefaultPageBudget, "time budget of one picture; a page that takes longer gets none")
+	fs.IntVar(&w.StateMaxBytes, "state-max-bytes", agentstate.DefaultMaxBytes,
+		"largest archive of a tenant's agent state (sessions) saved to the engine after each job, so any worker resumes the thread; -1 keeps it on this machine (then --state must be shared)")
 	fs.Var((*listFlag)(&w.JobEnv), "job-env", "variable every job's agent and build get: NAME (the value from this process's environment) or NAME=VALUE (repeatable; WO_* refused)")
 }
 
@@ -139,6 +142,7 @@ var fieldFlags = map[string]string{
 	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
 	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
+	"Worker.StateMaxBytes": "state-max-bytes",
 }
 
 // fieldNames matches the Config field names of fieldFlags in a message, longest first.

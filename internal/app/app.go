@@ -23,7 +23,6 @@ import (
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/mail/auth"
-	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -266,7 +265,7 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 		comps = append(comps, component{"SMTP intake", mail.smtp.Run})
 	}
 	if a.ln.preview != nil {
-		h, err := preview.NewServer(preview.ServerConfig{Root: a.cfg.Worker.Previews, Domain: a.cfg.Worker.PreviewDomain, Logger: a.log})
+		h, err := a.previewHandler(ctx, b)
 		if err != nil {
 			return nil, err
 		}
@@ -352,7 +351,7 @@ func (a *App) announceToken(token string) {
 `, SecretPath(a.cfg.Data, APITokenFile), token, a.ln.http.Addr(), token)
 }
 
-// writeReady writes Config.ReadyFile: {"api":URL,"smtp":addr,"nats":URL}.
+// writeReady writes Config.ReadyFile: {"api":URL,"smtp":addr,"nats":URL,"preview":addr}.
 func (a *App) writeReady(b *broker.Backend, mail *mailParts) error {
 	if a.cfg.ReadyFile == "" {
 		return nil
@@ -363,6 +362,9 @@ func (a *App) writeReady(b *broker.Backend, mail *mailParts) error {
 	}
 	if b.Endpoint != "" {
 		ready["nats"] = b.Endpoint
+	}
+	if a.ln.preview != nil {
+		ready["preview"] = a.ln.preview.Addr().String()
 	}
 	data, _ := json.Marshal(ready)
 	tmp := a.cfg.ReadyFile + ".tmp"

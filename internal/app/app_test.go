@@ -44,6 +44,7 @@ func TestValidate(t *testing.T) {
 		{"sandbox", Config{Worker: Worker{Sandbox: "maybe"}}, "Worker.Sandbox"},
 		{"workers", Config{Worker: Worker{Count: -1}}, "Worker.Count"},
 		{"lease", Config{Worker: Worker{LeaseTTL: time.Millisecond}}, "Worker.LeaseTTL"},
+		{"state archive over the engine's blob limit", Config{Worker: Worker{StateMaxBytes: 65<<20 + 1}}, "Worker.StateMaxBytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +73,10 @@ func TestValidateFillsDefaultsAndAbsolutePaths(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
+	}
+	engine := Config{Data: "rel/data", Worker: Worker{Previews: PreviewsEngine}}
+	if err := engine.Validate(); err != nil || engine.Worker.Previews != PreviewsEngine {
+		t.Errorf("Worker.Previews %q: expected it kept as is, got %q, %v", PreviewsEngine, engine.Worker.Previews, err)
 	}
 	if c.Role != RoleServe || c.InterruptPolicy != router.PolicyInterrupt || c.Worker.Sandbox != sandbox.ModeAuto || c.Worker.Processor != ProcessorPipeline {
 		t.Errorf("defaults not filled: %+v", c)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
@@ -99,7 +100,7 @@ type Config struct {
 	Token string
 	// PreviewAddr is the preview server's address; empty serves no previews.
 	PreviewAddr string
-	// ReadyFile, when set, receives {"api":URL,"smtp":addr,"nats":URL} once serving.
+	// ReadyFile, when set, receives {"api":URL,"smtp":addr,"nats":URL,"preview":addr} once serving.
 	ReadyFile string
 	// ReconcileEvery is the router reconciler's period. Default router.DefaultReconcileEvery.
 	ReconcileEvery time.Duration
@@ -164,7 +165,8 @@ type Worker struct {
 	AgentCommand string
 	// Workspaces, State and Previews are the roots of per-tenant working copies, agent and
 	// build state, and deployed previews. Defaults <Data>/workspaces, <Data>/state,
-	// <Data>/previews. Made absolute by Validate.
+	// <Data>/previews. Made absolute by Validate. Previews PreviewsEngine ("engine") deploys
+	// into the engine instead, and serve serves from there: no directory shared with serve.
 	Workspaces, State, Previews string
 	// PreviewPort is the preview server's port in reported links when this process serves
 	// none (serve reports its own). Default DefaultPreviewPort.
@@ -196,6 +198,12 @@ type Worker struct {
 	ShotPages int
 	// ShotBudget bounds one picture. Default shots.DefaultPageBudget.
 	ShotBudget time.Duration
+	// StateMaxBytes bounds the archive of a tenant's agent state (its agent/ and home/ under
+	// State) that the pipeline saves to the engine after each job and restores on another
+	// machine, so any worker can take a thread's session over. 0 takes
+	// agentstate.DefaultMaxBytes; at most broker.MaxBlobSize. Negative: agent state stays on
+	// the machine that wrote it, and every worker must share State.
+	StateMaxBytes int
 }
 
 // FieldError is a Config field that cannot be used. Field is the path from Config, such as
@@ -461,6 +469,8 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.MaxAttempts", w.MaxAttempts, "must not be negative")
 	case w.ShotPages < 0:
 		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
+	case w.StateMaxBytes > broker.MaxBlobSize:
+		return fieldErr("Worker.StateMaxBytes", w.StateMaxBytes, "must be at most %d (64 MiB)", broker.MaxBlobSize)
 	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
 		return fieldErr("Worker", "durations", "must not be negative")
 	}
@@ -479,6 +489,9 @@ func (w *Worker) absolute(data string) {
 	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
+		}
+		if d.p == &w.Previews && *d.p == PreviewsEngine {
+			continue
 		}
 		if abs, err := filepath.Abs(*d.p); err == nil {
 			*d.p = abs

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/command"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/pipeline"
-	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
@@ -111,7 +111,7 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 		return nil, err
 	}
 	w := a.cfg.Worker
-	target, err := preview.NewDir(preview.DirConfig{Root: w.Previews, Port: previewPort, Domain: w.PreviewDomain, Logger: a.log})
+	target, err := a.previewTarget(ctx, b, previewPort)
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +119,15 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 	if err != nil {
 		return nil, err
 	}
+	var states *agentstate.Store
+	if w.StateMaxBytes >= 0 {
+		if states, err = agentstate.Open(ctx, b, w.StateMaxBytes); err != nil {
+			return nil, err
+		}
+	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
 		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, Logger: a.log, Live: hub.Writer,
-		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh})
+		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh, States: states})
 }
 
 // shooter is the pipeline's picture taker; nil with Chromium "off".

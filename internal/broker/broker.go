@@ -38,6 +38,8 @@ type Backend struct {
 	// Table opens (creating when missing) a small durable key-value table of records other
 	// than jobs: projects, threads. name is ^[a-z0-9_]+$.
 	Table func(ctx context.Context, name string) (Table, error)
+	// Blobs opens (creating when missing) a named blob store (see Blobs). name is ^[a-z0-9_]+$.
+	Blobs func(ctx context.Context, name string) (Blobs, error)
 	// Close releases the backend's connections (not the data) and, when Open started an
 	// engine for it, that engine.
 	Close func() error

@@ -8,14 +8,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
+	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
 )
@@ -40,12 +43,21 @@ type Config struct {
 	JobEnv []jobenv.Var
 	// Shots, when set, takes pictures of the pages each job changed after its push, if
 	// Preview can read versions back (preview.Versions). Their failure never fails the job.
-	Shots  *shots.Shooter
+	Shots *shots.Shooter
+	// States, when set, carries each tenant's agent state (agent/ and home/ under State)
+	// through the engine: restored on the first job after a claim when the local copy is
+	// missing or stale, saved after every job the agent ran in. Nil: it stays on this machine.
+	States *agentstate.Store
 	Logger *slog.Logger
 }
 
 // Pipeline implements worker.Processor.
-type Pipeline struct{ cfg Config }
+type Pipeline struct {
+	cfg Config
+
+	mu      sync.Mutex
+	checked map[tenant.ID]uint64 // the lease token under which each tenant's state was last restored
+}
 
 var _ worker.Processor = (*Pipeline)(nil)
 
@@ -67,7 +79,7 @@ func New(cfg Config) (*Pipeline, error) {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
 	}
-	return &Pipeline{cfg: cfg}, nil
+	return &Pipeline{cfg: cfg, checked: map[tenant.ID]uint64{}}, nil
 }
 
 // Process runs one job through the pipeline.
@@ -76,7 +88,9 @@ func (p *Pipeline) Process(ctx context.Context, task worker.Task) (worker.Outcom
 	if err != nil {
 		return worker.Outcome{Summary: err.Error()}, err
 	}
-	return r.execute(ctx)
+	out, err := r.execute(ctx)
+	r.saveState(ctx)
+	return out, err
 }
 
 func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {

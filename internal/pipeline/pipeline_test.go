@@ -41,6 +41,8 @@ type fixture struct {
 	preview *httptest.Server
 	threads *project.Threads
 	proj    project.Project
+	env     *natsjstest.Env
+	target  preview.Target
 }
 
 func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *fixture {
@@ -53,7 +55,7 @@ func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *f
 	}
 	threads, _ := project.OpenThreads(ctx, env.Backend)
 	dir := t.TempDir()
-	f := &fixture{t: t, threads: threads, origin: newOrigin(t, dir, files)}
+	f := &fixture{t: t, threads: threads, origin: newOrigin(t, dir, files), env: env}
 	previews := filepath.Join(dir, "previews")
 	srv, err := preview.NewServer(preview.ServerConfig{Root: previews})
 	if err != nil {
@@ -65,6 +67,7 @@ func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *f
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.target = target
 	p := project.Project{ID: "site", RepoURL: f.origin, Agent: project.AgentSpec{Kind: "claude", Command: agenttest.BuildFakeClaude(t)}}
 	if mod != nil {
 		mod(&p)

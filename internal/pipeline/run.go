@@ -51,6 +51,9 @@ func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
 	if err := r.saveAttachments(); err != nil {
 		return r.outcome(""), fmt.Errorf("%w: %w", worker.ErrPermanent, err)
 	}
+	if err := r.restoreState(ctx); err != nil {
+		return r.outcome(""), err
+	}
 	if err := r.own(); err != nil {
 		return r.outcome(""), err
 	}

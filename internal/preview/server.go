@@ -102,9 +102,12 @@ func (p preview) missing() string {
 }
 
 // previewFor parses a Host header: edit.<project>.<domain> or <thread>.edit.<project>.<domain>.
-func (s *Server) previewFor(host string) (preview, error) {
+func (s *Server) previewFor(host string) (preview, error) { return parseHost(host, s.cfg.Domain) }
+
+// parseHost is previewFor with the domain given.
+func parseHost(host, domain string) (preview, error) {
 	name := strings.TrimSuffix(strings.ToLower(stripPort(host)), ".")
-	rest, ok := strings.CutSuffix(name, "."+s.cfg.Domain)
+	rest, ok := strings.CutSuffix(name, "."+domain)
 	labels := strings.Split(rest, ".")
 	var p preview
 	switch {
@@ -113,7 +116,7 @@ func (s *Server) previewFor(host string) (preview, error) {
 	case ok && len(labels) == 3 && labels[1] == "edit":
 		p = preview{project: labels[2], thread: labels[0]}
 	default:
-		return preview{}, fmt.Errorf("no preview at host %q: use edit.<project>.%s for a project's latest preview or <thread>.edit.<project>.%s for a thread's", host, s.cfg.Domain, s.cfg.Domain)
+		return preview{}, fmt.Errorf("no preview at host %q: use edit.<project>.%s for a project's latest preview or <thread>.edit.<project>.%s for a thread's", host, domain, domain)
 	}
 	if err := p.validate(); err != nil {
 		return preview{}, fmt.Errorf("no preview at host %q: %w", host, err)

@@ -16,9 +16,16 @@ import (
 // manifest (never on disk), and only blobs, named by hash, are opened, through an os.Root.
 type version struct {
 	man    manifest
-	blobs  *os.Root
+	blobs  blobSource
 	thread string // for the response headers
 	id     string
+}
+
+// blobSource opens a version's blobs by hash: an os.Root over a blob directory, or a local
+// cache of an engine's blob store (EngineServer).
+type blobSource interface {
+	Open(name string) (*os.File, error)
+	Close() error
 }
 
 // serve answers r: the page, a redirect to its directory form, or 404. An error means a
