@@ -62,7 +62,7 @@ func parseServe(args []string) (*serveFlags, error) {
 	fs.StringVar(&f.natsPassword, "nats-password", "", "NATS password (with --nats-user)")
 	fs.BoolVar(&f.noSync, "no-sync", false, "do not fsync every write (faster; a power loss may lose the last accepted jobs)")
 	fs.DurationVar(&f.reconcile, "reconcile", 3*time.Second, "reconciler period")
-	fs.StringVar(&f.policy, "interrupt-policy", "interrupt", "what a new instruction does to a running job: interrupt or queue")
+	fs.StringVar(&f.policy, "interrupt-policy", "interrupt", "what a new instruction on a thread does to that thread's running job, for projects that do not set their own: interrupt or queue (another thread's instruction always waits)")
 	fs.StringVar(&f.publicURL, "public-url", "", "the dashboard's address as people reach it, for job links in replies; its host is the only non-loopback Host name the dashboard and API answer to (default http://<--http>)")
 	fs.StringVar(&f.token, "dashboard-token", "", "token required by the dashboard and API (default: generated once into <data>/secrets/api-token)")
 	fs.StringVar(&f.readyFile, "ready-file", "", "when ready, write {\"api\":URL,\"nats\":URL} to this file (for scripts and supervisors)")
@@ -99,9 +99,15 @@ func (f *serveFlags) run(ctx context.Context) error {
 		return err
 	}
 	defer eng.close()
+	projects, err := project.Open(ctx, eng.backend)
+	if err != nil {
+		return err
+	}
 	var mail *mailParts
 	r, err := router.New(router.Config{Backend: eng.backend, Logger: log, ReconcileEvery: f.reconcile,
-		Policy: func(context.Context, tenant.ID) router.Policy { return policy },
+		Policy: func(ctx context.Context, t tenant.ID) router.Policy {
+			return router.Policy(projects.InterruptPolicy(ctx, t.Project, string(policy)))
+		},
 		OnResult: func(ctx context.Context, res broker.Result) error {
 			log.InfoContext(ctx, "result", slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID), slog.String("state", string(res.State)))
 			if mail == nil {
@@ -120,10 +126,6 @@ func (f *serveFlags) run(ctx context.Context) error {
 		return jobBase + "/jobs/" + id
 	}
 	if mail, err = f.mail.build(ctx, f.data, eng.backend, r, jobURL, log); err != nil {
-		return err
-	}
-	projects, err := project.Open(ctx, eng.backend)
-	if err != nil {
 		return err
 	}
 	hub := live.NewHub(0)

@@ -27,8 +27,17 @@ type Report struct {
 	StagesMs map[string]int64 `json:"stagesMs,omitempty"`
 	// BuildLogTail is the end of the site build's log.
 	BuildLogTail string `json:"buildLogTail,omitempty"`
-	// Interrupted: a newer instruction stopped the job; partial work was committed.
+	// Interrupted: the job was stopped before it finished; its partial work, if any, was
+	// committed (Commit is empty when it had changed nothing).
 	Interrupted bool `json:"interrupted,omitempty"`
+	// InterruptedBy is the newer job on the same thread that took over from an interrupted
+	// job; empty when an operator stopped it.
+	InterruptedBy string `json:"interruptedBy,omitempty"`
+	// Continues are the thread's interrupted jobs whose instructions and partial work this
+	// job's agent was told about (the owner corrected themselves).
+	Continues []string `json:"continues,omitempty"`
+	// AgentSession is the agent's session id (the thread's next job resumes it).
+	AgentSession string `json:"agentSession,omitempty"`
 	// NoChanges: the agent changed nothing, so nothing was committed.
 	NoChanges bool `json:"noChanges,omitempty"`
 	// Resent: a redelivered job whose commit existed; only the result was sent again.

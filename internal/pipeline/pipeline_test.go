@@ -35,12 +35,15 @@ func TestMain(m *testing.M) {
 // fixture is a pipeline on a real engine, a bare origin repository, the fake claude agent
 // and a preview server.
 type fixture struct {
-	t       testing.TB
-	p       *pipeline.Pipeline
-	origin  string
-	preview *httptest.Server
-	threads *project.Threads
-	proj    project.Project
+	t        testing.TB
+	p        *pipeline.Pipeline
+	origin   string
+	preview  *httptest.Server
+	threads  *project.Threads
+	projects *project.Store
+	proj     project.Project
+	b        *broker.Backend
+	dir      string
 }
 
 func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *fixture {
@@ -53,7 +56,7 @@ func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *f
 	}
 	threads, _ := project.OpenThreads(ctx, env.Backend)
 	dir := t.TempDir()
-	f := &fixture{t: t, threads: threads, origin: newOrigin(t, dir, files)}
+	f := &fixture{t: t, threads: threads, projects: projects, b: env.Backend, dir: dir, origin: newOrigin(t, dir, files)}
 	previews := filepath.Join(dir, "previews")
 	srv, err := preview.NewServer(preview.ServerConfig{Root: previews})
 	if err != nil {
@@ -371,7 +374,7 @@ func TestNoChangesNoCommit(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

@@ -24,6 +24,7 @@ const systemPrompt = `You are editing a website's git repository for its owner, 
 
 func (r *run) prompt() string {
 	var b strings.Builder
+	b.WriteString(r.handedOver())
 	b.WriteString(r.task.Job.Instruction)
 	if len(r.attachments) > 0 {
 		b.WriteString("\n\nAttached files (already saved in the repository):\n")

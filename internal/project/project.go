@@ -30,8 +30,11 @@ type Project struct {
 	BuildCommand string `json:"buildCommand,omitempty"`
 	OutputDir    string `json:"outputDir,omitempty"`
 	// Agent: kind (claude, codex, opencode, command), command or binary, limits.
-	Agent           AgentSpec `json:"agent"`
-	InterruptPolicy string    `json:"interruptPolicy"` // interrupt | queue
+	Agent AgentSpec `json:"agent"`
+	// InterruptPolicy says what a new instruction on a thread does to that thread's running
+	// job: interrupt it, or queue behind it; empty means the server's --interrupt-policy.
+	// An instruction on another thread always waits its turn.
+	InterruptPolicy string `json:"interruptPolicy,omitempty"`
 	// AttachmentsDir is where a job's attachments land in the repo. Default "public/attachments".
 	AttachmentsDir string `json:"attachmentsDir"`
 	// MaxAttachmentBytes bounds one attachment. Default 10 MB.
@@ -74,9 +77,6 @@ func (p Project) WithDefaults() Project {
 	if p.Agent.Kind == "" {
 		p.Agent.Kind = "claude"
 	}
-	if p.InterruptPolicy == "" {
-		p.InterruptPolicy = "interrupt"
-	}
 	if p.AttachmentsDir == "" {
 		p.AttachmentsDir = "public/attachments"
 	}
@@ -109,8 +109,8 @@ func (p Project) Validate() error {
 	default:
 		return fmt.Errorf("agent %q: use claude, codex, opencode or command", p.Agent.Kind)
 	}
-	if p.InterruptPolicy != "interrupt" && p.InterruptPolicy != "queue" {
-		return fmt.Errorf("interrupt policy %q: use interrupt or queue", p.InterruptPolicy)
+	if p.InterruptPolicy != "" && p.InterruptPolicy != "interrupt" && p.InterruptPolicy != "queue" {
+		return fmt.Errorf("interrupt policy %q: use interrupt or queue (or leave it empty for the server's)", p.InterruptPolicy)
 	}
 	switch p.MailAuth {
 	case "aligned", "dkim", "none":
@@ -178,6 +178,16 @@ func (s *Store) Get(ctx context.Context, id string) (Project, error) {
 		return Project{}, fmt.Errorf("project %s: %w", id, err)
 	}
 	return p.WithDefaults(), nil
+}
+
+// InterruptPolicy returns project id's interrupt policy, or def when it has none or its
+// record cannot be read.
+func (s *Store) InterruptPolicy(ctx context.Context, id, def string) string {
+	p, err := s.Get(ctx, id)
+	if err != nil || p.InterruptPolicy == "" {
+		return def
+	}
+	return p.InterruptPolicy
 }
 
 // List returns every project, by id.

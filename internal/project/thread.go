@@ -21,10 +21,24 @@ type Thread struct {
 	Branch  string    `json:"branch"`
 	Agent   string    `json:"agent,omitempty"`   // agent kind the session belongs to
 	Session string    `json:"session,omitempty"` // agent session id; empty until the first run
+	// Interrupted are the thread's jobs a newer instruction on it took over, not yet handed
+	// to a job that ran its agent: the next job is told what they were asked and had done.
+	Interrupted []InterruptedJob `json:"interrupted,omitempty"`
 	// MessageIDs are the email Message-IDs seen on the thread (for In-Reply-To matching).
 	MessageIDs []string  `json:"messageIds,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// InterruptedJob is a job of a thread that was interrupted by a newer instruction on it.
+type InterruptedJob struct {
+	Job         string `json:"job"`
+	Instruction string `json:"instruction"`
+	// Commit holds the partial work; empty when the job had changed nothing.
+	Commit string `json:"commit,omitempty"`
+	// Files are the partial work's changed paths, as "M path".
+	Files   []string `json:"files,omitempty"`
+	Summary string   `json:"summary,omitempty"`
 }
 
 // Threads keeps threads in a broker table.

@@ -21,7 +21,7 @@ type Policy string
 
 // Interrupt policies.
 const (
-	PolicyInterrupt Policy = "interrupt" // cancel the running job; the new one runs next
+	PolicyInterrupt Policy = "interrupt" // cancel the running job of the same thread; the new one runs next
 	PolicyQueue     Policy = "queue"     // let it finish
 )
 
@@ -197,7 +197,9 @@ func (r *Router) abandon(job broker.Job, cause error) {
 	})
 }
 
-// nudge runs after the publish: claim when unowned, interrupt when owned and policy says so.
+// nudge runs after the publish: claim when unowned; when owned and the policy says so,
+// interrupt a running job of the same thread (the owner corrected themselves). A running job
+// of another thread is left alone: the new one waits its turn.
 // Failures here are logged, not returned: the job is accepted and the reconciler covers them.
 func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	t := job.Tenant
@@ -206,7 +208,8 @@ func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	case errors.Is(err, broker.ErrNotFound):
 		err = r.b.Claims.Request(ctx, t)
 	case err == nil && r.cfg.Policy(ctx, t) == PolicyInterrupt:
-		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Reason: "newer instruction " + job.ID})
+		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread,
+			Reason: "a newer instruction on the same thread (" + job.ID + ")"})
 	}
 	if err != nil {
 		r.log.WarnContext(ctx, "after enqueue; the reconciler will follow up",

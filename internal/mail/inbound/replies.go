@@ -73,6 +73,7 @@ func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
 	rep.Summary, rep.Error, rep.Duration, rep.Attempts = res.Summary, res.Error, res.Duration, rec.Attempts
 	rep.Branch, rep.Commit, rep.Diffstat, rep.CostUSD = d.Branch, d.Commit, d.Diffstat, d.AgentCostUSD
 	rep.LogTail, rep.PreviewURLs = d.BuildLogTail, d.PreviewURLs
+	rep.Superseded, rep.Continued = d.InterruptedBy != "", len(d.Continues)
 	if rep.LogTail == "" && res.State != broker.StateDone {
 		rep.LogTail = res.OutputTail
 	}

@@ -26,7 +26,8 @@ func TestComposeKinds(t *testing.T) {
 			r.Error, r.Hint, r.LogTail = "the build failed", "Check the image path.", "npm ERR! missing: logo.png"
 		}, []string{"couldn't finish", "What went wrong: the build failed", "What to try: Check the image path.",
 			"npm ERR! missing: logo.png", "https://app.example.com/jobs/job-42"}},
-		{Interrupted, nil, []string{"A newer message took over", "Partial work was saved on thread/t0k3n"}},
+		{Interrupted, func(r *Reply) { r.Superseded = true }, []string{"Your newer message on this thread took over",
+			"What I had done so far was saved", "Files changed so far", "M index.html", "commit 0123456"}},
 		{Dead, func(r *Reply) { r.Attempts, r.Error = 3, "agent crashed" }, []string{
 			"could not be done after 3 attempts", "Last error: agent crashed",
 		}},
@@ -64,6 +65,51 @@ func TestComposeKinds(t *testing.T) {
 			}
 			if want := "<wo-job-42-" + string(tt.kind) + "@example.com>"; p.Header.Get("Message-ID") != want {
 				t.Errorf("Message-ID = %q, want %q", p.Header.Get("Message-ID"), want)
+			}
+		})
+	}
+}
+
+// TestInterruptedSaysExactlyWhatHappened: who stopped the job, and "saved" only with a commit
+// (an interrupted job that changed nothing shows no commit and claims no saved work).
+func TestInterruptedSaysExactlyWhatHappened(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name               string
+		superseded, commit bool
+		want, not          []string
+	}{
+		{"newer, saved", true, true, []string{"newer message on this thread took over", "was saved, and I'm carrying on", "commit 0123456"},
+			[]string{"hadn't changed anything", "stopped before it finished"}},
+		{"newer, nothing", true, false, []string{"newer message on this thread took over", "hadn't changed anything yet, so nothing was saved"},
+			[]string{"was saved,", "commit", "Files changed"}},
+		{"operator, saved", false, true, []string{"stopped before it finished", "What I had done so far was saved."},
+			[]string{"newer message", "hadn't changed"}},
+		{"operator, nothing", false, false, []string{"stopped before it finished", "nothing was saved"},
+			[]string{"newer message", "commit", "done so far was saved"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := sampleReply()
+			r.Kind, r.Superseded = Interrupted, tt.superseded
+			if !tt.commit {
+				r.Commit, r.Files, r.Diffstat = "", nil, ""
+			}
+			msg, err := Compose(r, newClock().Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := parse(t, msg).Text
+			for _, w := range tt.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("lacks %q:\n%s", w, text)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(text, n) {
+					t.Errorf("says %q:\n%s", n, text)
+				}
 			}
 		})
 	}

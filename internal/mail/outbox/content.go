@@ -99,6 +99,9 @@ func kindBody(r Reply) content {
 func doneBody(r Reply) content {
 	c := content{Footer: footerReply}
 	c.add(para("Done! Your edit is ready to look at."))
+	if r.Continued > 0 {
+		c.add(para("Your earlier message on this thread, which this one interrupted, was taken into account too."))
+	}
 	c.addPara("", r.Summary)
 	c.add(block{Kind: "links", Links: previewLinks(r.PreviewURLs)})
 	c.add(block{Kind: "list", Title: "Files changed", Items: fileItems(r.Files)})
@@ -118,13 +121,27 @@ func failedBody(r Reply) content {
 	return c
 }
 
+// interruptedBody says who stopped the job and whether anything it did was saved: only a
+// commit means saved work.
 func interruptedBody(r Reply) content {
 	c := content{Footer: footerAuto}
-	c.add(para("A newer message took over, so I stopped working on this one."))
-	if r.Branch != "" {
-		c.add(para("Partial work was saved on %s.", r.Branch))
+	if r.Superseded {
+		c.add(para("Your newer message on this thread took over, so I stopped working on this one."))
+	} else {
+		c.add(para("This edit was stopped before it finished."))
 	}
-	c.addPara("So far: ", r.Summary)
+	switch {
+	case r.Commit == "":
+		c.add(para("I hadn't changed anything yet, so nothing was saved from it."))
+	case r.Superseded:
+		c.add(para("What I had done so far was saved, and I'm carrying on from there with your newer message."))
+	default:
+		c.add(para("What I had done so far was saved."))
+	}
+	if r.Commit != "" {
+		c.add(block{Kind: "list", Title: "Files changed so far", Items: fileItems(r.Files)})
+		c.addPara("", details(r))
+	}
 	c.addJob("Job", r.JobURL)
 	return c
 }

@@ -91,6 +91,12 @@ type Reply struct {
 	Understood string
 	// Guessed says Understood is a best guess (nothing was clearly new in the email).
 	Guessed bool
+	// Superseded (Interrupted): a newer message on the same thread took over; otherwise the
+	// operator stopped the job. Commit is empty when nothing had changed.
+	Superseded bool
+	// Continued (Done) counts earlier messages on the thread that this one interrupted and
+	// whose request the agent was told about.
+	Continued int
 }
 
 // validate checks the fields Compose cannot do without.
