@@ -36,6 +36,10 @@ type Report struct {
 	// Continues are the thread's interrupted jobs whose instructions and partial work this
 	// job's agent was told about (the owner corrected themselves).
 	Continues []string `json:"continues,omitempty"`
+	// LiveURL is where the published site is live (publish and undo jobs).
+	LiveURL string `json:"liveUrl,omitempty"`
+	// PublishedFrom is the default branch's commit before a publish or undo; Commit is after.
+	PublishedFrom string `json:"publishedFrom,omitempty"`
 	// AgentSession is the agent's session id (the thread's next job resumes it).
 	AgentSession string `json:"agentSession,omitempty"`
 	// NoChanges: the agent changed nothing, so nothing was committed.

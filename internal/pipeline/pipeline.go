@@ -29,6 +29,9 @@ type Config struct {
 	State string
 	// Preview publishes built sites.
 	Preview preview.Target
+	// Production publishes a project's live site ("publish" and "undo" jobs). Default:
+	// Preview, when it implements preview.Production.
+	Production preview.Production
 	// BuildTimeout bounds install + build. Default 10m.
 	BuildTimeout time.Duration
 	// Live, when set, receives a job's agent and build output as it happens.

@@ -41,6 +41,12 @@ type run struct {
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
+	switch r.task.Job.Action {
+	case broker.ActionPublish:
+		return r.publishLive(ctx)
+	case broker.ActionUndo:
+		return r.undoLive(ctx)
+	}
 	if err := r.stage("git", func() error { return r.prepare(ctx) }); err != nil {
 		return r.stopped(ctx, err)
 	}

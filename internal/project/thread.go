@@ -24,6 +24,9 @@ type Thread struct {
 	// Interrupted are the thread's jobs a newer instruction on it took over, not yet handed
 	// to a job that ran its agent: the next job is told what they were asked and had done.
 	Interrupted []InterruptedJob `json:"interrupted,omitempty"`
+	// Publishes are the thread's publishes to production, oldest first ("undo" reverts the
+	// last one not undone yet).
+	Publishes []Publish `json:"publishes,omitempty"`
 	// MessageIDs are the email Message-IDs seen on the thread (for In-Reply-To matching).
 	MessageIDs []string  `json:"messageIds,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
@@ -39,6 +42,28 @@ type InterruptedJob struct {
 	// Files are the partial work's changed paths, as "M path".
 	Files   []string `json:"files,omitempty"`
 	Summary string   `json:"summary,omitempty"`
+}
+
+// Publish is one publish of a thread's branch to production.
+type Publish struct {
+	Job string `json:"job"`
+	// Before and After are the default branch's commits around the publish.
+	Before string    `json:"before"`
+	After  string    `json:"after"`
+	URL    string    `json:"url"`
+	At     time.Time `json:"at"`
+	// UndoneBy is the undo job that reverted it; empty while it is live.
+	UndoneBy string `json:"undoneBy,omitempty"`
+}
+
+// LastLive returns the index of the thread's last publish not undone, or -1.
+func (t Thread) LastLive() int {
+	for i := len(t.Publishes) - 1; i >= 0; i-- {
+		if t.Publishes[i].UndoneBy == "" {
+			return i
+		}
+	}
+	return -1
 }
 
 // Threads keeps threads in a broker table.
