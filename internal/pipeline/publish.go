@@ -15,11 +15,16 @@ import (
 	"github.com/webordinary/webordinary/internal/workspace"
 )
 
-// errOwner marks a failure whose message is written for the site owner: it says plainly what
+// errOwner is a failure whose message is written for the site owner: it says plainly what
 // happened and that the live site is unchanged. It is permanent (retrying cannot help).
 func errOwner(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", worker.ErrPermanent, fmt.Sprintf(format, args...))
+	return ownerError(fmt.Sprintf(format, args...))
 }
+
+type ownerError string
+
+func (e ownerError) Error() string { return string(e) }
+func (e ownerError) Unwrap() error { return worker.ErrPermanent }
 
 // live is one publish or undo in progress.
 type live struct {

@@ -63,6 +63,9 @@ func (in *Inbound) decide(ctx context.Context, env intake.Envelope, r *Report, c
 
 // admit applies the content and rate checks to an authenticated, resolved message.
 func (in *Inbound) admit(r *Report, count bool) Decision {
+	if d, refused := liveAction(r); refused {
+		return d
+	}
 	if strings.TrimSpace(r.Instruction) == "" && len(r.Attachments) == 0 {
 		return Decision{Action: "refuse", Reason: "the message has no instruction: write what to change above any quoted text", Reply: true}
 	}

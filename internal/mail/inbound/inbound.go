@@ -121,7 +121,10 @@ type Report struct {
 	Problems    []string      `json:"problems,omitempty"`
 	Decision    Decision      `json:"decision"`
 	JobID       string        `json:"jobId,omitempty"`
-	msg         *message.Message
+	// Publish is "publish" or "undo" when the message asks to put the thread live or take
+	// its last publish back (see publish.go); empty for an edit.
+	Publish string `json:"publish,omitempty"`
+	msg     *message.Message
 	raw         []byte
 	proj        project.Project
 	counted     bool // the rate limits counted this message
@@ -292,7 +295,7 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 	refs := append(append([]string{}, m.References...), m.MessageID)
 	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: broker.JobIDAt(env.ReceivedAt, key),
 		Project: r.Thread.Project, User: r.Thread.User, Thread: r.Thread.Thread, Instruction: r.Instruction,
-		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs})
+		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs, Action: r.Publish})
 	if errors.Is(err, router.ErrInvalid) {
 		r.Decision = Decision{Action: "refuse", Reason: err.Error(), Reply: r.Auth != nil && r.Auth.Pass}
 		return in.refuse(ctx, r)

@@ -32,6 +32,7 @@ func (in *Inbound) OnResult(ctx context.Context, res broker.Result) error {
 	}
 	rep := in.baseReply(rec.Job, kindOf(res.State))
 	fillResult(&rep, res, rec)
+	in.fillPublish(ctx, &rep, res, rec)
 	return in.send(ctx, rep)
 }
 

@@ -38,6 +38,9 @@ func TestComposeKinds(t *testing.T) {
 			"Too many messages", "slow down", "in about 5 minutes",
 		}},
 		{Received, nil, []string{"Got it!", "Follow along", "https://app.example.com/jobs/job-42"}},
+		{Published, func(r *Reply) {
+			r.Summary, r.LiveURL = "Your changes from this conversation are live at https://acme.example.com/.", "https://acme.example.com/"
+		}, []string{"are live at https://acme.example.com/", "Live site", "M index.html", "to take the last publish back"}},
 	}
 	if len(tests) != len(Kinds) {
 		t.Fatalf("table covers %d kinds, want all %d", len(tests), len(Kinds))

@@ -91,6 +91,8 @@ func kindBody(r Reply) content {
 		return refusedBody(r)
 	case RateLimited:
 		return rateLimitedBody(r)
+	case Published:
+		return publishedBody(r)
 	default:
 		return receivedBody(r)
 	}
@@ -107,6 +109,32 @@ func doneBody(r Reply) content {
 	c.add(block{Kind: "list", Title: "Files changed", Items: fileItems(r.Files)})
 	c.add(block{Kind: "pre", Text: r.Diffstat})
 	c.addPara("", details(r))
+	if r.Publishable {
+		c.add(para("Happy with it? Reply \"publish\" to this email to put it live."))
+		c.add(block{Kind: "links", Links: publishLink(r.PublishURL)})
+	}
+	c.addJob("Job", r.JobURL)
+	return c
+}
+
+func publishLink(url string) []link {
+	if url == "" {
+		return nil
+	}
+	return []link{{"Publish now", url}}
+}
+
+// publishedBody: the summary says what went live (or was taken back) and where.
+func publishedBody(r Reply) content {
+	c := content{Footer: "Reply \"undo\" to this email to take the last publish back. — webordinary"}
+	if r.Undone {
+		c.Footer = footerReply
+	}
+	c.addPara("", r.Summary)
+	if r.LiveURL != "" {
+		c.add(block{Kind: "links", Links: []link{{"Live site", r.LiveURL}}})
+	}
+	c.add(block{Kind: "list", Title: "Files changed on the live site", Items: fileItems(r.Files)})
 	c.addJob("Job", r.JobURL)
 	return c
 }

@@ -31,10 +31,12 @@ const (
 	RateLimited Kind = "rate-limited"
 	// Received: an acknowledgement that the job was queued.
 	Received Kind = "received"
+	// Published: a publish (or undo) went live; the reply gives the live URL.
+	Published Kind = "published"
 )
 
 // Kinds lists every kind, in a stable order.
-var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, RateLimited, Received}
+var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, RateLimited, Received, Published}
 
 // File is one changed file of a job.
 type File struct {
@@ -97,6 +99,13 @@ type Reply struct {
 	// Continued (Done) counts earlier messages on the thread that this one interrupted and
 	// whose request the agent was told about.
 	Continued int
+	// LiveURL is the live site's address (Published); Undone says an undo put it back.
+	LiveURL string
+	Undone  bool
+	// PublishURL (Done) is a signed, single-use link that publishes the thread; with
+	// Publishable the reply also says that replying "publish" does it.
+	PublishURL  string
+	Publishable bool
 }
 
 // validate checks the fields Compose cannot do without.
