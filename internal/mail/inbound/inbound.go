@@ -125,9 +125,9 @@ type Report struct {
 	// its last publish back (see publish.go); empty for an edit.
 	Publish string `json:"publish,omitempty"`
 	msg     *message.Message
-	raw         []byte
-	proj        project.Project
-	counted     bool // the rate limits counted this message
+	raw     []byte
+	proj    project.Project
+	counted bool // the rate limits counted this message
 }
 
 // Resolution is how the tenant and thread were found.
