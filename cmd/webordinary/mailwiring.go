@@ -97,7 +97,8 @@ func (m *mailFlags) build(ctx context.Context, data string, b *broker.Backend, r
 		return nil, err
 	}
 	in, err := newInbound(ctx, b, r, inbound.Config{Domains: m.domainList(), Local: m.local, Secret: secret,
-		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, Limits: m.parse, JobURL: jobURL, Logger: log}, m)
+		Outbox: ob, PerSender: m.perSender, PerTenant: m.perTenant, Limits: m.parse, JobURL: jobURL, Logger: log,
+		LinkBase: func() string { return strings.TrimSuffix(jobURL("x"), "/jobs/x") }}, m)
 	if err != nil {
 		return nil, err
 	}

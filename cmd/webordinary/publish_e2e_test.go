@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +87,40 @@ func TestPublishAndUndoOverMail(t *testing.T) {
 	if !strings.Contains(refused, "didn't act") || !strings.Contains(refused, "reply to the email about the changes") {
 		t.Fatalf("publish without a thread:\n%s", refused)
 	}
+
+	// The signed link: GET only asks, POST publishes once, a forged or reused link does nothing.
+	m.swaks(t, m.signed(t, "edit2@example.com", "Open on Sundays"))
+	link := strings.TrimSpace(between(m.reply(t, 5), "Publish now: ", "\n"))
+	if !strings.Contains(link, "/publish/") {
+		t.Fatalf("no publish link in reply 5:\n%s", m.reply(t, 5))
+	}
+	if code, body := linkRequest(t, http.MethodGet, link); code != 200 || !strings.Contains(body, "<form method=\"post\">") {
+		t.Fatalf("GET link: %d %s", code, body)
+	}
+	if code, _ := linkRequest(t, http.MethodPost, link[:len(link)-1]+"0"); code != http.StatusForbidden {
+		t.Fatalf("a forged link answered %d", code)
+	}
+	if code, body := linkRequest(t, http.MethodPost, link); code != 200 || !strings.Contains(body, "Publishing") {
+		t.Fatalf("POST link: %d %s", code, body)
+	}
+	pub2 := m.reply(t, 6)
+	t.Logf("reply 6 (publish by link):\n%s", pub2)
+	if !strings.Contains(pub2, "are live at") || !strings.Contains(fetchPreview(t, "site.localhost:"+live), "Open on Sundays") {
+		t.Fatalf("publish by link:\n%s", pub2)
+	}
+	if code, body := linkRequest(t, http.MethodPost, link); code != http.StatusForbidden || !strings.Contains(body, "already been used") {
+		t.Fatalf("reused link: %d %s", code, body)
+	}
+}
+
+func linkRequest(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

@@ -151,7 +151,7 @@ func (f *serveFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: routes(dash, apiHandler), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: routes(dash, apiHandler, mail.in.PublishHandler()), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "webordinary serving\n  dashboard and API: http://%s/ (token in %s)\n  mail:     %s\n  previews: %s\n  engine:   %s\n  data:     %s\n  workers:  %d (processor %s)\n  sandbox:  %s\n",
 		ln.Addr(), tokenSource, mail.describe(f.data), f.previewURL(previewLn), eng.describe, f.data, f.workers, f.processor, f.job.describe())
 	if newToken {

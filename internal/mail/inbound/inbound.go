@@ -54,6 +54,11 @@ type Config struct {
 	Limits message.Limits
 	// JobURL, when set, links a job in replies.
 	JobURL func(jobID string) string
+	// LinkBase, when set, returns the base URL (scheme://host) at which PublishHandler is
+	// mounted under /publish/; done replies then carry a signed publish link. "" means none.
+	LinkBase func() string
+	// LinkTTL is how long a publish link works. Default 7 days.
+	LinkTTL time.Duration
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -70,6 +75,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.LinkTTL == 0 {
+		c.LinkTTL = 7 * 24 * time.Hour
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

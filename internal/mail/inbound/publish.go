@@ -63,6 +63,3 @@ func (in *Inbound) fillPublish(ctx context.Context, rep *outbox.Reply, res broke
 		rep.PublishURL = in.publishURL(ctx, rec.Job)
 	}
 }
-
-// publishURL is the signed publish link for job's thread, or "" when links are off.
-func (in *Inbound) publishURL(ctx context.Context, job broker.Job) string { return "" }
