@@ -59,8 +59,8 @@ type Config struct {
 	LinkBase func() string
 	// LinkTTL is how long a publish link works. Default 7 days.
 	LinkTTL time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
