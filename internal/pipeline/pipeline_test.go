@@ -172,8 +172,8 @@ func TestFirstJobThenFollowUpResumesSession(t *testing.T) {
 		t.Fatalf("thread preview: %d %q", code, body)
 	}
 	th, _ := f.threads.Get(context.Background(), "t1")
-	if th.Session == "" {
-		t.Fatal("no agent session stored on the thread")
+	if th.Session == "" || out.Report.AgentSession != th.Session {
+		t.Fatalf("agent session: thread %q, result %q", th.Session, out.Report.AgentSession)
 	}
 	out2, err := f.run(task("t1", "append about.html: <p>Since 1999</p>"))
 	if err != nil {

@@ -231,6 +231,7 @@ func (r *run) goLive(ctx context.Context, lv *live) (worker.Outcome, error) {
 		r.buildRes, err = build.Run(ctx, r.ws.Dir, plan, r.buildConfig())
 		return err
 	})
+	r.splitInstall()
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.outcome(""), context.Cause(ctx)

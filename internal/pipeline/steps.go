@@ -121,6 +121,7 @@ func (r *run) buildWithRepair(ctx context.Context) error {
 			r.buildRes, err = build.Run(ctx, r.ws.Dir, plan, cfg)
 			return err
 		})
+		r.splitInstall()
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
@@ -258,5 +259,14 @@ func uniqueName(dir, name string) string {
 			return name
 		}
 		name = fmt.Sprintf("%s-%d%s", base, i, ext)
+	}
+}
+
+// splitInstall moves the install's part of the last build out of the "build" stage into an
+// "install" stage, so stage times show them apart.
+func (r *run) splitInstall() {
+	if ms := r.buildRes.InstallDuration.Milliseconds(); ms > 0 {
+		r.stages["install"] += ms
+		r.stages["build"] -= ms
 	}
 }
