@@ -28,6 +28,9 @@ type Job struct {
 	// Action is what the job does: ActionEdit (empty: run the instruction), ActionPublish
 	// (put the thread's branch live) or ActionUndo (revert the thread's last publish).
 	Action string `json:"action,omitempty"`
+	// Guessed says Instruction is the email's best candidate text: nothing in it was clearly new
+	// (reply.Result.Guessed). The reply tells the sender so.
+	Guessed bool `json:"guessed,omitempty"`
 }
 
 // Job actions.

@@ -32,7 +32,8 @@ type Project struct {
 	// Agent: kind (claude, codex, opencode, command), command or binary, limits.
 	Agent AgentSpec `json:"agent"`
 	// InterruptPolicy says what a new instruction on a thread does to that thread's running
-	// job: interrupt it, or queue behind it; empty means the server's --interrupt-policy.
+	// job: interrupt it, or queue behind it; empty means the server's default
+	// (app.Config.InterruptPolicy).
 	// An instruction on another thread always waits its turn.
 	InterruptPolicy string `json:"interruptPolicy,omitempty"`
 	// AttachmentsDir is where a job's attachments land in the repo. Default "public/attachments".

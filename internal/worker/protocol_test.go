@@ -449,7 +449,7 @@ func TestCrashLoopIsDeadLettered(t *testing.T) {
 		if err := b.Inbox.Publish(f.ctx, job); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Claims.Request(f.ctx, tn); err != nil {
+		if err := b.Claims.Request(f.ctx, tn, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		got := f.wait(job.ID, 10*time.Second)
@@ -502,7 +502,7 @@ func TestClaimWithNothingToDoIsReleased(t *testing.T) {
 		if err := b.Inbox.Publish(f.ctx, job); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Claims.Request(f.ctx, tn); err != nil {
+		if err := b.Claims.Request(f.ctx, tn, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "the message to be re-settled", func() bool {

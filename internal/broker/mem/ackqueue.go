@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// ackQueue is a shared work queue with explicit acknowledgement: the claims queue and the
-// results stream. An item handed out and not acknowledged within ackWait is handed out again.
+// ackQueue is a shared work queue with explicit acknowledgement: the results stream. An item handed out and not acknowledged within ackWait is handed out again.
 // Items go out oldest first, an overdue one before anything newer.
 type ackQueue[T any] struct {
 	mu      sync.Mutex
@@ -90,17 +89,4 @@ func (q *ackQueue[T]) ack(it *ackItem[T]) {
 	if i := slices.Index(q.items, it); i >= 0 {
 		q.items = slices.Delete(q.items, i, i+1)
 	}
-}
-
-// waiting counts the items no worker holds: never handed out, or overdue.
-func (q *ackQueue[T]) waiting() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	now, n := time.Now(), 0
-	for _, it := range q.items {
-		if it.due.IsZero() || !now.Before(it.due) {
-			n++
-		}
-	}
-	return n
 }

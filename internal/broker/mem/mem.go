@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
-	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // ErrClosed is returned by every call on a client that was closed, or whose Engine was.
@@ -56,7 +55,7 @@ func (c Config) withDefaults() Config {
 type Engine struct {
 	cfg      Config
 	inbox    *inboxStore
-	claims   *ackQueue[tenant.ID]
+	claims   *claimSet
 	results  *ackQueue[[]byte]
 	leases   *leaseStore
 	jobs     *jobStore
@@ -75,7 +74,7 @@ func NewEngine(cfg Config) *Engine {
 	return &Engine{
 		cfg:      cfg,
 		inbox:    newInboxStore(cfg.DedupWindow),
-		claims:   newAckQueue[tenant.ID](cfg.ClaimAckWait, 0),
+		claims:   newClaimSet(cfg.ClaimAckWait),
 		results:  newAckQueue[[]byte](cfg.ResultAckWait, cfg.DedupWindow),
 		leases:   newLeaseStore(),
 		jobs:     newJobStore(),

@@ -278,3 +278,46 @@ func TestHostileMessageIsQuarantined(t *testing.T) {
 		t.Fatalf("Inspect = %+v, %v", rep, err)
 	}
 }
+
+func TestGuessedInstructionIsCarriedToTheReply(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := "-- \nMake the header green please.\n" // only text below a signature separator
+	rep := f.handle(f.mail("Alice <alice@example.com>", "edit@edit.example.net", "g1@example.com", "", body, "example.com"), "alice@example.com")
+	if rep.Decision.Action != "run" || !rep.Guessed || rep.Instruction != "Make the header green please." {
+		t.Fatalf("decision %+v guessed %v instruction %q", rep.Decision, rep.Guessed, rep.Instruction)
+	}
+	rec, err := f.b.Jobs.Get(context.Background(), rep.JobID)
+	if err != nil || !rec.Job.Guessed {
+		t.Fatalf("job record %+v: %v", rec.Job, err)
+	}
+	if err := f.in.OnResult(context.Background(), broker.Result{JobID: rep.JobID, State: broker.StateDone, Summary: "Header is green."}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.sent(1)
+	if len(msgs) != 1 {
+		t.Fatalf("%d replies", len(msgs))
+	}
+	text := replyText(t, msgs[0])
+	if !strings.Contains(text, "wasn't sure which part of your email was new") || !strings.Contains(text, "Make the header green please.") {
+		t.Fatalf("reply does not say the instruction was guessed:\n%s", text)
+	}
+}
+
+// replyText returns the text/plain part of a composed reply.
+func replyText(t *testing.T, m *mail.Message) string {
+	t.Helper()
+	var buf bytes.Buffer
+	for k, v := range m.Header {
+		fmt.Fprintf(&buf, "%s: %s\r\n", k, strings.Join(v, ", "))
+	}
+	buf.WriteString("\r\n")
+	if _, err := buf.ReadFrom(m.Body); err != nil {
+		t.Fatal(err)
+	}
+	p, err := message.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Text
+}
