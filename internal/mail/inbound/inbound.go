@@ -41,7 +41,8 @@ type Config struct {
 	Auth     auth.Config
 	Projects *project.Store
 	Threads  *project.Threads
-	// Mail is a table for Message-ID de-duplication and the Message-ID → thread index.
+	// Mail is a table for Message-ID de-duplication of accepted messages and the Message-ID →
+	// thread index.
 	Mail   broker.Table
 	Jobs   broker.Jobs
 	Router *router.Router
@@ -232,6 +233,9 @@ func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte)
 		return r, err
 	}
 	log.InfoContext(ctx, "mail handled", slog.String("job", r.JobID))
+	if r.JobID == "" {
+		return r, nil // not accepted: the same message sent again is handled again
+	}
 	return r, in.remember(ctx, r)
 }
 
@@ -260,7 +264,9 @@ func msgKey(id string) string {
 	return "m" + hex.EncodeToString(sum[:16])
 }
 
-// seen reports a Message-ID handled before (a duplicate delivery or a resend).
+// seen reports a Message-ID accepted before (a duplicate delivery or a resend of a message
+// that became a job). A refused or ignored message is not remembered: sent again, it is
+// handled again (the sender may have been registered since).
 func (in *Inbound) seen(ctx context.Context, id string) (bool, error) {
 	if id == "" {
 		return false, nil
@@ -275,7 +281,8 @@ func (in *Inbound) seen(ctx context.Context, id string) (bool, error) {
 	return err == nil, err
 }
 
-// remember records the Message-ID as handled, with its thread for In-Reply-To matching.
+// remember records the Message-ID of an accepted message, with its thread for In-Reply-To
+// matching.
 func (in *Inbound) remember(ctx context.Context, r *Report) error {
 	if r.MessageID == "" {
 		return nil

@@ -321,3 +321,29 @@ func replyText(t *testing.T, m *mail.Message) string {
 	}
 	return p.Text
 }
+
+// TestResendAfterRefusalIsHandled: a message refused (here: its sender was not registered yet)
+// is not remembered as handled, so the same message sent again after the operator registered
+// the sender runs; only a message that was accepted is a duplicate when it comes again.
+func TestResendAfterRefusalIsHandled(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	raw := f.mail("Carol <carol@example.com>", "edit@edit.example.net", "c1@example.com", "", "Add our new opening hours", "example.com")
+	if rep := f.handle(raw, "carol@example.com"); rep.Decision.Action != "refuse" {
+		t.Fatalf("unregistered sender: %+v", rep.Decision)
+	}
+	projects, _ := project.Open(ctx, f.b)
+	p, _ := projects.Get(ctx, "site")
+	p.Senders["carol@example.com"] = "carol"
+	if _, err := projects.Put(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.handle(raw, "carol@example.com")
+	if rep.Decision.Action != "run" || f.pending("carol") != 1 {
+		t.Fatalf("re-sent after the refusal: %+v, %d pending; want it run", rep.Decision, f.pending("carol"))
+	}
+	if again := f.handle(raw, "carol@example.com"); again.Decision.Action != "ignore" || f.pending("carol") != 1 {
+		t.Fatalf("the accepted message again: %+v, %d pending; want a duplicate", again.Decision, f.pending("carol"))
+	}
+}
