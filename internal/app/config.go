@@ -172,6 +172,11 @@ type Worker struct {
 	PreviewDomain string
 	// BuildTimeout bounds a site's install and build. Default DefaultBuildTimeout.
 	BuildTimeout time.Duration
+	// ModelRetryBudget bounds how long a job waits for a model service that turned its agent
+	// away (rate limited, overloaded, unreachable) before it fails and the owner is told the
+	// service was unavailable (pipeline.Config.ModelRetryBudget). Default
+	// pipeline.DefaultModelRetryBudget; negative: no retries.
+	ModelRetryBudget time.Duration
 	// LeaseTTL, IdleRelease, Quantum, MaxAttempts and ShutdownGrace are worker.Config's;
 	// zero takes worker's defaults.
 	LeaseTTL, IdleRelease, Quantum time.Duration

@@ -1,6 +1,9 @@
 package broker
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Report is what a processor tells about a job it ran (Result.Report): the commit, the files
 // it changed, the preview links, what the agent cost and where the time went. Every field is
@@ -46,6 +49,11 @@ type Report struct {
 	NoChanges bool `json:"noChanges,omitempty"`
 	// Resent: a redelivered job whose commit existed; only the result was sent again.
 	Resent bool `json:"resent,omitempty"`
+	// ModelRetries is how many times the agent was run again because the model service
+	// turned it away (rate limited, overloaded, unreachable); ModelWait is the time spent
+	// waiting before those runs.
+	ModelRetries int           `json:"modelRetries,omitempty"`
+	ModelWait    time.Duration `json:"modelWaitNs,omitempty"`
 }
 
 // FileChange is one changed path, with git's status letter (A, M, D, R...).

@@ -34,6 +34,16 @@ type Config struct {
 	Production preview.Production
 	// BuildTimeout bounds install + build. Default 10m.
 	BuildTimeout time.Duration
+	// ModelRetryBudget bounds the waiting for a model service that turned the agent away
+	// (HTTP 429/529, overloaded, unreachable): the agent is run again after the delay the
+	// service asked for (else a backoff from ModelRetryBackoff, doubling, at most a minute)
+	// while the waits so far plus the next fit in it; then the job fails for good and the
+	// owner is told the model service was unavailable. Default DefaultModelRetryBudget;
+	// negative: no retries.
+	ModelRetryBudget time.Duration
+	// ModelRetryBackoff is the first wait when the service named no delay. Default
+	// DefaultModelRetryBackoff.
+	ModelRetryBackoff time.Duration
 	// Live, when set, receives a job's agent and build output as it happens.
 	Live func(jobID string) io.Writer
 	// Sandbox runs the agent, install and build of every job (nil or inactive: unsandboxed).
@@ -42,6 +52,12 @@ type Config struct {
 	JobEnv []jobenv.Var
 	Logger *slog.Logger
 }
+
+// Defaults of Config's fields.
+const (
+	DefaultModelRetryBudget  = 10 * time.Minute
+	DefaultModelRetryBackoff = 5 * time.Second
+)
 
 // Pipeline implements worker.Processor.
 type Pipeline struct{ cfg Config }
@@ -60,6 +76,12 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ModelRetryBudget == 0 {
+		cfg.ModelRetryBudget = DefaultModelRetryBudget
+	}
+	if cfg.ModelRetryBackoff <= 0 {
+		cfg.ModelRetryBackoff = DefaultModelRetryBackoff
 	}
 	for _, d := range []string{cfg.Workspaces, cfg.State} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -46,7 +46,15 @@ type fixture struct {
 	dir      string
 }
 
+// pipelineConfig is what setupConfig's last argument may change.
+type pipelineConfig = pipeline.Config
+
 func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *fixture {
+	t.Helper()
+	return setupConfig(t, files, mod, nil)
+}
+
+func setupConfig(t testing.TB, files map[string]string, mod func(*project.Project), cfgMod func(*pipelineConfig)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
@@ -75,8 +83,12 @@ func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *f
 	if f.proj, err = projects.Put(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	f.p, err = pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: filepath.Join(dir, "ws"),
-		State: filepath.Join(dir, "state"), Preview: target})
+	cfg := pipeline.Config{Projects: projects, Threads: threads, Workspaces: filepath.Join(dir, "ws"),
+		State: filepath.Join(dir, "state"), Preview: target}
+	if cfgMod != nil {
+		cfgMod(&cfg)
+	}
+	f.p, err = pipeline.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

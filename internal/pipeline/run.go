@@ -36,8 +36,13 @@ type run struct {
 	attachments []string
 	continues   []string // the thread's interrupted jobs this job's agent was told about
 	agentRes    agent.Result
-	buildRes    build.Result
-	deploy      preview.Deployment
+	// modelRetries and modelWait count the agent runs repeated because the model service
+	// turned them away, and the waiting; modelGaveUp: the retry budget ran out.
+	modelRetries int
+	modelWait    time.Duration
+	modelGaveUp  bool
+	buildRes     build.Result
+	deploy       preview.Deployment
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
@@ -226,7 +231,7 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 func (r *run) outcome(sha string) worker.Outcome {
 	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
-		AgentSession: r.agentRes.Session}
+		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait}
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat

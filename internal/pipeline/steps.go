@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/build"
@@ -56,7 +58,7 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 	}
 	var res agent.Result
 	err := r.stage("agent", func() (err error) {
-		res, err = agent.Run(ctx, spec, req)
+		res, err = r.runAgentRetrying(ctx, spec, req)
 		return err
 	})
 	r.agentRes = mergeAgent(r.agentRes, res)
@@ -72,10 +74,57 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 		return context.Cause(ctx)
 	case res.TimedOut != "":
 		return fmt.Errorf("the agent was stopped by its %s limit: %s", res.TimedOut, res.Error)
+	case r.modelGaveUp:
+		return fmt.Errorf("%w: the model service was unavailable: the agent was turned away %d times over %s (retry budget %s): %s",
+			worker.ErrPermanent, r.modelRetries+1, r.modelWait.Round(time.Second), r.p.cfg.ModelRetryBudget, res.Error)
 	case !res.OK:
 		return fmt.Errorf("the agent did not succeed: %s", res.Error)
 	}
 	return nil
+}
+
+// runAgentRetrying runs the agent; a run the model service turned away (agent.Result.ModelBusy)
+// is run again, the same way, after the delay the service asked for (else a doubling backoff),
+// while all the waiting fits in Config.ModelRetryBudget. Then r.modelGaveUp is set. The lease
+// is heartbeated meanwhile (the job is running); an interrupt ends the wait.
+func (r *run) runAgentRetrying(ctx context.Context, spec agent.Spec, req agent.Request) (agent.Result, error) {
+	backoff := r.p.cfg.ModelRetryBackoff
+	for {
+		res, err := agent.Run(ctx, spec, req)
+		after, busy := res.ModelBusy()
+		if err != nil || !busy || ctx.Err() != nil {
+			return res, err
+		}
+		wait := after
+		if wait <= 0 {
+			wait, backoff = backoff, min(2*backoff, time.Minute)
+		}
+		if r.modelWait+wait > r.p.cfg.ModelRetryBudget {
+			r.modelGaveUp = true
+			r.log.WarnContext(ctx, "model service unavailable; giving up", slog.Int("retries", r.modelRetries),
+				slog.Duration("waited", r.modelWait), slog.Duration("next", wait), slog.String("error", res.Error))
+			return res, nil
+		}
+		r.log.InfoContext(ctx, "model service turned the agent away; running it again", slog.Duration("after", wait),
+			slog.Int("retry", r.modelRetries+1), slog.String("error", res.Error))
+		if !sleepCtx(ctx, wait) {
+			return res, nil
+		}
+		r.modelWait += wait
+		r.modelRetries++
+	}
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // mergeAgent adds a repair turn's figures to the first run's.
