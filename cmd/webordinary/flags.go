@@ -134,7 +134,8 @@ var fieldFlags = map[string]string{
 	"ReconcileEvery": "reconcile", "InterruptPolicy": "interrupt-policy",
 	"Mail.SMTPAddr": "smtp", "Mail.Domains": "mail-domain", "Mail.Secret": "mail-secret", "Mail.DNSFixture": "mail-dns-fixture",
 	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
-	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
+	"Mail.HeldNoticeAfter": "mail-held-notice-after",
+	"Worker.Count":         "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 }
 

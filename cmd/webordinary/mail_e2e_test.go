@@ -86,6 +86,12 @@ type mailSetup struct {
 
 func newMailSetup(t *testing.T) *mailSetup {
 	t.Helper()
+	return newMailSetupWith(t)
+}
+
+// newMailSetupWith is newMailSetup with more serve flags.
+func newMailSetupWith(t *testing.T, serveArgs ...string) *mailSetup {
+	t.Helper()
 	dir := reachableTempDir(t)
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	fixture := map[string]any{"txt": map[string][]string{
@@ -101,6 +107,7 @@ func newMailSetup(t *testing.T) *mailSetup {
 	m.args = []string{"serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
 		"--nats-listen", "", "--smtp", "127.0.0.1:0", "--mail-domain", "edit.example.net", "--mail-dns-fixture", dnsFile,
 		"--smtp-relay", m.sink.ln.Addr().String(), "--smtp-relay-tls", "none", "--workers", "1", "--log-level", "warn"}
+	m.args = append(m.args, serveArgs...)
 	m.start(t)
 	agent := `sed -i "s|Hello|$WO_INSTRUCTION|" index.html && echo "The heading now says: $WO_INSTRUCTION"`
 	m.c.cli(t, "project", "add", "--server", m.c.api, "--id", "site", "--repo", m.origin, "--agent", "command",

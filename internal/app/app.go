@@ -265,7 +265,7 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 		}
 		comps, local = append(comps, component{"workers", pool.Run}), pool.Status
 	}
-	comps = append(comps, component{"mail outbox", mail.outbox.Run})
+	comps = append(comps, component{"mail outbox", mail.outbox.Run}, component{"held mail notices", mail.in.Run})
 	if mail.smtp != nil {
 		comps = append(comps, component{"SMTP intake", mail.smtp.Run})
 	}
@@ -307,15 +307,27 @@ func (a *App) newRouter(b *broker.Backend, projects *project.Store, mail func() 
 
 func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project.Store, hub *live.Hub, mail *mailParts,
 	local func() []broker.WorkerInfo, token string) (http.Handler, error) {
-	apiHandler := (&api.Server{Backend: b, Router: r, Logger: a.log, LocalWorkers: local, Projects: projects,
-		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
+	apiServer := &api.Server{Backend: b, Router: r, Logger: a.log, LocalWorkers: local, Projects: projects,
+		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}
+	if h := mail.held(); h != nil {
+		apiServer.Held = h
+	}
+	apiHandler := apiServer.Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,
-		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Notice: a.cfg.notice(), Logger: a.log})
+		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Held: dashHeld(mail), Notice: a.cfg.notice(), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
 	return routes(dash, apiHandler, mail.in.PublishHandler()), nil
+}
+
+// dashHeld is the dashboard's view of the held mail, nil without an SMTP listener.
+func dashHeld(mail *mailParts) dashboard.Held {
+	if h := mail.held(); h != nil {
+		return h
+	}
+	return nil
 }
 
 // previewPort is the port in preview links: the preview server's, else Worker.PreviewPort.

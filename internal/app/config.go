@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/router"
@@ -144,7 +145,11 @@ type Mail struct {
 	// RelayTLS is starttls (default), opportunistic, tls or none.
 	RelayTLS string
 	// PerSender and PerTenant are instructions per hour. Defaults DefaultPerSender, DefaultPerTenant.
+	// Mail over a limit is held (listed, released or dropped by an operator), never dropped.
 	PerSender, PerTenant int
+	// HeldNoticeAfter: a sender whose mail was held gets one notice per limit window listing
+	// it, once none of theirs was held for this long. Default inbound.DefaultHeldNoticeAfter.
+	HeldNoticeAfter time.Duration
 	// Parse bounds parsing one message. Zero fields take message's defaults.
 	Parse message.Limits
 	// LocalTesting accepts mail signed with the data directory's local key as authenticated
@@ -397,6 +402,12 @@ func (m *Mail) validate() error {
 	}
 	if m.PerTenant == 0 {
 		m.PerTenant = DefaultPerTenant
+	}
+	if m.HeldNoticeAfter == 0 {
+		m.HeldNoticeAfter = inbound.DefaultHeldNoticeAfter
+	}
+	if m.HeldNoticeAfter < 0 {
+		return fieldErr("Mail.HeldNoticeAfter", m.HeldNoticeAfter, "must not be negative")
 	}
 	if (m.TLSCert == "") != (m.TLSKey == "") {
 		return fieldErr("Mail.TLSCert", m.TLSCert, "set both Mail.TLSCert and Mail.TLSKey, or neither")

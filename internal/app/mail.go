@@ -73,7 +73,7 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	in, err := a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
-		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, Limits: m.Parse, Logger: a.log,
+		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, HeldNoticeAfter: m.HeldNoticeAfter, Limits: m.Parse, Logger: a.log,
 		JobURL: func(id string) string { return base + "/jobs/" + id }, LinkBase: func() string { return base }})
 	if err != nil {
 		return nil, err
@@ -158,6 +158,14 @@ func (p *mailParts) quarantine() dashboard.Quarantine {
 		return nil
 	}
 	return p.smtp
+}
+
+// held is the SMTP intake's held mail, nil without a listener.
+func (p *mailParts) held() *intake.Held {
+	if p.smtp == nil {
+		return nil
+	}
+	return p.smtp.Held()
 }
 
 // registerMetrics exposes the outbox's counts (once per process: a second App's are ignored).

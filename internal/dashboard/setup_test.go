@@ -41,6 +41,7 @@ type options struct {
 	token       string
 	maxAttempts int
 	quarantine  dashboard.Quarantine
+	held        dashboard.Held
 }
 
 func setup(t *testing.T, opts options) *fixture {
@@ -51,7 +52,7 @@ func setup(t *testing.T, opts options) *fixture {
 	f.startRouter()
 	pool := f.startPool(opts.maxAttempts)
 	d, err := dashboard.New(dashboard.Config{Backend: f.env.Backend, Router: f.router, Live: f.hub,
-		Local: pool.Status, Token: opts.token, Quarantine: opts.quarantine, Logger: testLogger(t)})
+		Local: pool.Status, Token: opts.token, Quarantine: opts.quarantine, Held: opts.held, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,8 +48,13 @@ type Config struct {
 	Router *router.Router
 	// Outbox sends replies; nil means no replies (inspection only).
 	Outbox *outbox.Outbox
-	// PerSender and PerTenant bound instructions per hour. Defaults 30 and 60.
+	// PerSender and PerTenant bound instructions per hour. Defaults 30 and 60. A message over
+	// a limit is held (intake.ErrHold) for an operator to release or drop.
 	PerSender, PerTenant int
+	// HeldNoticeAfter: a sender whose messages are held gets one notice per limit window,
+	// listing them, once none of theirs was held for this long (Run sends it). Default
+	// DefaultHeldNoticeAfter.
+	HeldNoticeAfter time.Duration
 	// Limits bound the parsing of each message (zero fields: message's defaults). A message
 	// over them is quarantined by the intake; raise them and release it to handle it after all.
 	Limits message.Limits
@@ -77,6 +82,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.HeldNoticeAfter <= 0 {
+		c.HeldNoticeAfter = DefaultHeldNoticeAfter
+	}
 	if c.LinkTTL == 0 {
 		c.LinkTTL = 7 * 24 * time.Hour
 	}
@@ -89,12 +97,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// DefaultHeldNoticeAfter is Config.HeldNoticeAfter's default.
+const DefaultHeldNoticeAfter = time.Minute
+
 // Inbound is the mail router. Safe for concurrent use.
 type Inbound struct {
 	cfg       Config
 	tokens    Tokens
 	perSender *limiter
 	perTenant *limiter
+	held      heldNotices
 }
 
 // New validates cfg.
@@ -109,7 +121,8 @@ func New(cfg Config) (*Inbound, error) {
 		return nil, errors.New("inbound: project, thread and mail tables are required")
 	}
 	return &Inbound{cfg: cfg, tokens: Tokens{secret: cfg.Secret},
-		perSender: newLimiter(cfg.PerSender, time.Hour), perTenant: newLimiter(cfg.PerTenant, time.Hour)}, nil
+		perSender: newLimiter(cfg.PerSender, time.Hour), perTenant: newLimiter(cfg.PerTenant, time.Hour),
+		held: heldNotices{bySender: map[string]*heldBatch{}}}, nil
 }
 
 // Address is our address for new conversations.
@@ -129,15 +142,16 @@ type Report struct {
 	Auth        *auth.Verdict `json:"auth,omitempty"`
 	Loop        string        `json:"loop,omitempty"`
 	Problems    []string      `json:"problems,omitempty"`
-	Decision    Decision      `json:"decision"`
+	Decision    Decision      `json:"decision"` // action: run, hold, ignore, refuse (or quarantine, retry)
 	JobID       string        `json:"jobId,omitempty"`
 	// Publish is "publish" or "undo" when the message asks to put the thread live or take
 	// its last publish back (see publish.go); empty for an edit.
-	Publish string `json:"publish,omitempty"`
-	msg     *message.Message
-	raw     []byte
-	proj    project.Project
-	counted bool // the rate limits counted this message
+	Publish   string `json:"publish,omitempty"`
+	msg       *message.Message
+	raw       []byte
+	proj      project.Project
+	counted   bool      // the rate limits counted this message
+	heldUntil time.Time // held: when the limit's window ends
 }
 
 // Resolution is how the tenant and thread were found.
@@ -178,12 +192,18 @@ func (in *Inbound) Inspect(ctx context.Context, env intake.Envelope, raw []byte)
 	return r, nil
 }
 
-// Handle decides about one accepted message and acts: submit, refuse (with a reply to a
+// Handle decides about one accepted message and acts: submit, hold, refuse (with a reply to a
 // verified sender) or ignore. It is idempotent for the same spooled message. An error wrapping
 // intake.ErrQuarantine means the message cannot be parsed within the limits (set it aside);
-// any other error means "try again later" (a temporary failure).
+// one wrapping intake.ErrHold means its sender is over a limit (hold it: the sender gets a
+// notice from Run); any other error means "try again later" (a temporary failure).
 func (in *Inbound) Handle(ctx context.Context, env intake.Envelope, raw []byte) error {
 	r, err := in.Process(ctx, env, raw)
+	if err == nil && r.Decision.Action == "hold" {
+		err = fmt.Errorf("%w: %s", intake.ErrHold, r.Decision.Reason)
+		metrics.MailIn.WithLabelValues("hold").Inc()
+		return err
+	}
 	switch {
 	case errors.Is(err, intake.ErrQuarantine):
 		metrics.MailIn.WithLabelValues("quarantine").Inc()
@@ -228,6 +248,8 @@ func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte)
 		}
 	case "refuse":
 		err = in.refuse(ctx, r)
+	case "hold":
+		in.noteHeld(r)
 	}
 	if err != nil {
 		return r, err

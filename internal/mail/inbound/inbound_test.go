@@ -70,10 +70,11 @@ func setup(t *testing.T) *fixture {
 	go func() { _ = f.ob.Run(octx) }()
 	f.in, err = inbound.New(inbound.Config{Domains: []string{"edit.example.net"}, Secret: []byte("0123456789abcdef0123"),
 		Auth: auth.Config{Resolver: dns}, Projects: projects, Threads: threads, Mail: mailTable, Jobs: b.Jobs,
-		Router: r, Outbox: f.ob})
+		Router: r, Outbox: f.ob, HeldNoticeAfter: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	go func() { _ = f.in.Run(octx) }()
 	return f
 }
 

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/mail"
 	"strings"
-	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
@@ -96,14 +95,10 @@ func (in *Inbound) refuse(ctx context.Context, r *Report) error {
 	if !r.Decision.Reply || in.cfg.Outbox == nil || r.Auth == nil || !r.Auth.Pass {
 		return nil
 	}
-	kind := outbox.Refused
-	if len(r.Decision.Reason) > 12 && r.Decision.Reason[:12] == "rate limited" {
-		kind = outbox.RateLimited
-	}
-	rep := outbox.Reply{Kind: kind, To: mail.Address{Address: r.From},
+	rep := outbox.Reply{Kind: outbox.Refused, To: mail.Address{Address: r.From},
 		From:    mail.Address{Name: "webordinary", Address: in.Address()},
 		Subject: r.Subject, InReplyTo: r.MessageID, References: r.msg.References,
-		Error: ownerReason(r.Decision.Reason), RetryAfter: time.Hour}
+		Error: ownerReason(r.Decision.Reason)}
 	if r.MessageID == "" {
 		rep.MessageID = fmt.Sprintf("wo-refused-%d@%s", in.cfg.Now().UnixNano(), in.cfg.Domains[0])
 	}

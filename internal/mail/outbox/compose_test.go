@@ -34,8 +34,11 @@ func TestComposeKinds(t *testing.T) {
 		{Refused, func(r *Reply) {
 			r.Error, r.Hint = "this address is not verified for example.com", "Verify it from the dashboard."
 		}, []string{"didn't act on your message", "Why: this address is not verified", "What to do: Verify it"}},
-		{RateLimited, func(r *Reply) { r.RetryAfter = 5 * time.Minute }, []string{
-			"Many instructions arrived", "in about 5 minutes",
+		{Held, func(r *Reply) {
+			r.HeldMessages, r.HeldUntil = []string{"Burst 021 — Change number 21", "Burst 022 — Change number 22"}, time.Date(2026, 11, 2, 16, 40, 0, 0, time.UTC)
+		}, []string{
+			"Many instructions arrived", "held 2 messages", "Burst 021 — Change number 21", "Burst 022", "Nothing is lost",
+			"before 16:40 UTC will be held too",
 		}},
 		{Received, nil, []string{"Got it!", "Follow along", "https://app.example.com/jobs/job-42"}},
 		{Published, func(r *Reply) {

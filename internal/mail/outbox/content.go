@@ -61,7 +61,7 @@ const (
 // bodyOf returns the copy for the reply's kind.
 func bodyOf(r Reply) content {
 	c := kindBody(r)
-	if r.Understood != "" && r.Kind != Refused && r.Kind != RateLimited {
+	if r.Understood != "" && r.Kind != Refused && r.Kind != Held {
 		c.add(understood(r))
 	}
 	return c
@@ -89,8 +89,8 @@ func kindBody(r Reply) content {
 		return deadBody(r)
 	case Refused:
 		return refusedBody(r)
-	case RateLimited:
-		return rateLimitedBody(r)
+	case Held:
+		return heldBody(r)
 	case Published:
 		return publishedBody(r)
 	default:
@@ -196,11 +196,33 @@ func refusedBody(r Reply) content {
 	return c
 }
 
-func rateLimitedBody(r Reply) content {
+// heldBody lists the messages held and says that nothing is lost.
+func heldBody(r Reply) content {
 	c := content{Footer: footerAuto}
-	c.add(para("Many instructions arrived from you in a short time, so I didn't act on this one."))
-	c.add(para("Please send it again %s.", retryWhen(r.RetryAfter)))
+	c.add(para("Many instructions arrived from you in a short time, so I've held %s instead of acting on %s right away:",
+		plural(len(r.HeldMessages), "message"), pronoun(len(r.HeldMessages))))
+	c.add(block{Kind: "list", Items: r.HeldMessages})
+	c.add(para("Nothing is lost: the site's operator has been told and can let them through. You don't need to send them again."))
+	if !r.HeldUntil.IsZero() {
+		c.add(para("Anything else you send before %s will be held too; after that I'll act on new messages as usual.",
+			r.HeldUntil.UTC().Format("15:04 MST")))
+	}
 	return c
+}
+
+// plural is "1 message" or "n messages".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 func receivedBody(r Reply) content {
@@ -270,14 +292,6 @@ func attempts(n int) string {
 	default:
 		return fmt.Sprintf("%d attempts", n)
 	}
-}
-
-// retryWhen says when to try again: "in about 5 minutes", or "in a little while".
-func retryWhen(d time.Duration) string {
-	if d <= 0 {
-		return "in a little while"
-	}
-	return "in about " + humanDuration(d)
 }
 
 // humanDuration rounds d to whole seconds, minutes or hours.
