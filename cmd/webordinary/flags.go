@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/app"
 	"github.com/webordinary/webordinary/internal/pipeline"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -104,6 +105,10 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.IntVar(&w.SandboxUID, "sandbox-uid", sandbox.DefaultUID, "when running as root: the unprivileged uid jobs run as")
 	fs.IntVar(&w.SandboxGID, "sandbox-gid", sandbox.DefaultGID, "when running as root: the gid jobs run as")
 	fs.Var((*listFlag)(&w.SandboxReadOnly), "sandbox-ro", "extra host path jobs see read-only, e.g. a toolchain outside /usr, /opt and PATH (repeatable)")
+	fs.StringVar(&w.Shots, "shots", "", "directory for the pictures of each job's change; shared by workers and serve, like --previews (default <data>/shots)")
+	fs.StringVar(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`)
+	fs.IntVar(&w.ShotPages, "shot-pages", shots.DefaultPages, "pages pictured per job, most relevant first")
+	fs.DurationVar(&w.ShotBudget, "shot-budget", shots.DefaultPageBudget, "time budget of one picture; a page that takes longer gets none")
 	fs.Var((*listFlag)(&w.JobEnv), "job-env", "variable every job's agent and build get: NAME (the value from this process's environment) or NAME=VALUE (repeatable; WO_* refused)")
 }
 
@@ -136,7 +141,7 @@ var fieldFlags = map[string]string{
 	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
 	"Mail.HeldNoticeAfter": "mail-held-notice-after",
 	"Worker.Count":         "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
-	"Worker.LeaseTTL": "lease-ttl", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
+	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 }
 
 // fieldNames matches the Config field names of fieldFlags in a message, longest first.

@@ -315,7 +315,8 @@ func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project
 	apiHandler := apiServer.Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,
-		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Held: dashHeld(mail), Notice: a.cfg.notice(), Logger: a.log})
+		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Held: dashHeld(mail), Notice: a.cfg.notice(),
+		Pictures: a.pictures(), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,9 @@ const (
 	ProcessorNoop     = "noop"     // nothing (benchmarks)
 )
 
+// ChromiumOff as Worker.Chromium takes no pictures of the changes.
+const ChromiumOff = "off"
+
 // Config is one process's configuration, for either role. Validate fills the defaults and
 // checks everything before anything binds a port or touches the disk.
 type Config struct {
@@ -195,6 +198,16 @@ type Worker struct {
 	SandboxReadOnly []string
 	// JobEnv are variables every job gets: NAME or NAME=VALUE (jobenv.Parse).
 	JobEnv []string
+	// Shots is where the pictures of each job's change go, read by serve for replies and job
+	// pages; shared like Previews. Default <Data>/shots.
+	Shots string
+	// Chromium is the headless browser that takes them: "" finds the system's, "off" takes
+	// none.
+	Chromium string
+	// ShotPages is how many pages are pictured per job. Default shots.DefaultPages.
+	ShotPages int
+	// ShotBudget bounds one picture. Default shots.DefaultPageBudget.
+	ShotBudget time.Duration
 }
 
 // FieldError is a Config field that cannot be used. Field is the path from Config, such as
@@ -464,7 +477,9 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.LeaseTTL", w.LeaseTTL, "must be at least %s", worker.MinLeaseTTL)
 	case w.MaxAttempts < 0:
 		return fieldErr("Worker.MaxAttempts", w.MaxAttempts, "must not be negative")
-	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0:
+	case w.ShotPages < 0:
+		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
+	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
 		return fieldErr("Worker", "durations", "must not be negative")
 	}
 	if w.ShutdownGrace == 0 {
@@ -479,7 +494,7 @@ func (w *Worker) absolute(data string) {
 	for _, d := range []struct {
 		p    *string
 		name string
-	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}} {
+	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
 		}

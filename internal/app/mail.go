@@ -73,7 +73,8 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	in, err := a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
-		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, HeldNoticeAfter: m.HeldNoticeAfter, Limits: m.Parse, Logger: a.log,
+		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, HeldNoticeAfter: m.HeldNoticeAfter, Limits: m.Parse,
+		Pictures: a.pictureFunc(), Logger: a.log,
 		JobURL: func(id string) string { return base + "/jobs/" + id }, LinkBase: func() string { return base }})
 	if err != nil {
 		return nil, err
@@ -179,4 +180,12 @@ func (p *mailParts) registerMetrics() {
 		Help: "Replies parked as undeliverable."}, stat(func(s outbox.Stats) float64 { return float64(s.Failed) })))
 	_ = metrics.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "webordinary_mail_out_queued",
 		Help: "Replies waiting to be sent (including retries)."}, stat(func(s outbox.Stats) float64 { return float64(s.Queued + s.Retrying) })))
+}
+
+// pictureFunc reads a job's reply pictures from the shots store; nil without one.
+func (a *App) pictureFunc() func(string) []outbox.Image {
+	if p := a.pictures(); p != nil {
+		return p.Images
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -114,9 +115,35 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 	if err != nil {
 		return nil, err
 	}
+	sh, err := a.shooter()
+	if err != nil {
+		return nil, err
+	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
 		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, ModelRetryBudget: w.ModelRetryBudget, Logger: a.log, Live: hub.Writer,
-		Sandbox: a.sandbox, JobEnv: a.jobVars})
+		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh})
+}
+
+// shooter is the pipeline's picture taker; nil with Chromium "off".
+func (a *App) shooter() (*shots.Shooter, error) {
+	w := a.cfg.Worker
+	if w.Chromium == ChromiumOff {
+		return nil, nil
+	}
+	sh, err := shots.New(shots.Config{Dir: w.Shots, Browser: w.Chromium, Sandbox: a.sandbox, Pages: w.ShotPages,
+		PageBudget: w.ShotBudget, Logger: a.log})
+	if err != nil {
+		return nil, &FieldError{Field: "Worker.Chromium", Value: w.Chromium, Err: err}
+	}
+	return sh, nil
+}
+
+// pictures is where serve reads the pictures for replies and job pages; nil with Chromium "off".
+func (a *App) pictures() *shots.Store {
+	if a.cfg.Worker.Chromium == ChromiumOff {
+		return nil
+	}
+	return &shots.Store{Dir: a.cfg.Worker.Shots}
 }
 
 // describeSandbox is the sandbox line of the startup banner.

@@ -11,6 +11,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/shots"
 )
 
 // Config configures a Dashboard.
@@ -37,6 +38,9 @@ type Config struct {
 	Hosts []string
 	// Notice, when set, is shown at the top of every page (serve's local mail testing mode).
 	Notice string
+	// Pictures, when set, shows each finished job's pictures of its change (before, after,
+	// marked) on its page.
+	Pictures *shots.Store
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -103,6 +107,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /events", d.overviewEvents)
 	mux.HandleFunc("GET /jobs/{id}", d.job)
 	mux.HandleFunc("GET /jobs/{id}/events", d.jobEvents)
+	mux.HandleFunc("GET /jobs/{id}/pictures/{file}", d.picture)
 	mux.HandleFunc("POST /jobs/{id}/interrupt", d.interrupt)
 	mux.HandleFunc("POST /tenants/{project}/{user}/release", d.release)
 	mux.HandleFunc("GET /dead", d.dead)

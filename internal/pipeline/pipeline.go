@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	Sandbox *sandbox.Sandbox
 	// JobEnv are variables passed on purpose to every job's agent and build (--job-env).
 	JobEnv []jobenv.Var
+	// Shots, when set, takes pictures of the pages each job changed after its push, if
+	// Preview can read versions back (preview.Versions). Their failure never fails the job.
+	Shots  *shots.Shooter
 	Logger *slog.Logger
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
 )
@@ -43,6 +44,7 @@ type run struct {
 	modelGaveUp  bool
 	buildRes     build.Result
 	deploy       preview.Deployment
+	warm         *shots.Warm // the browser for the pictures, started before the build
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
@@ -72,6 +74,8 @@ func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
 	if err != nil || !dirty {
 		return r.noChanges(), err
 	}
+	r.warm = r.p.cfg.Shots.Warm(ctx) // the pictures' browser starts while the site builds
+	defer r.warm.Close()
 	if err := r.buildWithRepair(ctx); err != nil {
 		return r.stopped(ctx, err)
 	}
@@ -130,6 +134,7 @@ func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	if err := r.stage("push", func() error { return r.push(ctx) }); err != nil {
 		return r.outcome(sha), err
 	}
+	r.stage("shots", func() error { r.takeShots(ctx, sha); return nil })
 	return r.outcome(sha), nil
 }
 

@@ -131,7 +131,11 @@ func (d *Dir) deploy(ctx context.Context, site Site, dir string, latest bool) (D
 	if err != nil {
 		return Deployment{}, err
 	}
-	dep.Deleted = countMissing(d.previous(ctx, site), m)
+	prev, prevID := d.previous(ctx, site)
+	dep.Deleted, dep.Previous = countMissing(prev, m), Ref{Thread: site.Thread, Version: prevID}
+	if prevID == "" {
+		dep.Previous = d.latestRef(site.Project)
+	}
 	n, err := d.commit(site, m)
 	if err != nil {
 		return Deployment{}, err
@@ -165,19 +169,34 @@ func (d *Dir) donor(site Site) string {
 	return filepath.Join(threadDirOf(target), blobsDir)
 }
 
-// previous returns the live manifest of site; empty if there is none or it is unreadable.
-func (d *Dir) previous(ctx context.Context, site Site) manifest {
+// previous returns the live manifest of site and its version id; empty if there is none or
+// it is unreadable.
+func (d *Dir) previous(ctx context.Context, site Site) (manifest, string) {
 	target, err := resolveLink(d.layout.current(site))
 	if err == nil {
 		var m manifest
 		if m, err = d.cache.load(target); err == nil {
-			return m
+			n, _ := versionOf(target)
+			return m, strconv.Itoa(n)
 		}
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable live version", siteAttrs(site), slog.Any("error", err))
 	}
-	return manifest{}
+	return manifest{}, ""
+}
+
+// latestRef names the version the project's latest shows; zero if none.
+func (d *Dir) latestRef(project string) Ref {
+	target, err := resolveLink(d.layout.latest(project))
+	if err != nil {
+		return Ref{}
+	}
+	n, ok := versionOf(target)
+	if !ok {
+		return Ref{}
+	}
+	return Ref{Thread: filepath.Base(threadDirOf(target)), Version: strconv.Itoa(n)}
 }
 
 // countMissing counts the files of prev absent from next.

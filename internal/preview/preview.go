@@ -38,12 +38,25 @@ func (s Site) String() string { return s.Project + "/" + s.Thread }
 type Deployment struct {
 	URLs      []string      // thread URL first, then the project's latest URL
 	Version   string        // the deployed version id, unique within the thread
+	Previous  Ref           // what the owner saw before: see Ref
 	Written   int           // files whose bytes were written: new or changed content
 	Unchanged int           // files hard-linked from the previous version (same sha256)
 	Deleted   int           // files of the previous version absent from this one
 	Bytes     int64         // bytes written
 	Duration  time.Duration // wall time of the whole deploy
 }
+
+// Ref names one version of one thread of a deployment's project. A Deployment's Previous is
+// the version live at the thread's URL before the deploy or, for a thread's first deploy, the
+// one the project's latest URL showed (another thread's): the site as its owner last saw it.
+// Zero when the project had no preview yet.
+type Ref struct {
+	Thread  string
+	Version string
+}
+
+// IsZero reports whether r names no version.
+func (r Ref) IsZero() bool { return r.Version == "" }
 
 // Target publishes built sites.
 type Target interface {

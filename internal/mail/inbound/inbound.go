@@ -65,8 +65,11 @@ type Config struct {
 	LinkBase func() string
 	// LinkTTL is how long a publish link works. Default 7 days.
 	LinkTTL time.Duration
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Pictures, when set, returns the pictures of a finished job's change, shown inline in its
+	// reply (shots.Store.Images); none is fine.
+	Pictures func(jobID string) []outbox.Image
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {

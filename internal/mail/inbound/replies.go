@@ -39,6 +39,9 @@ func (in *Inbound) OnResult(ctx context.Context, res broker.Result) error {
 			slog.String("job", res.JobID), slog.String("state", string(res.State)),
 			slog.String("problem", string(rep.Problem)), slog.String("error", res.Error))
 	}
+	if rep.Kind == outbox.Done && in.cfg.Pictures != nil {
+		rep.Images = in.cfg.Pictures(res.JobID)
+	}
 	return in.send(ctx, rep)
 }
 

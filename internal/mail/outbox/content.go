@@ -9,11 +9,12 @@ import (
 // block is one piece of a reply's body, rendered once as text and once as HTML, so the copy
 // lives in one place.
 type block struct {
-	Kind  string // "p", "list", "pre" or "links"
-	Title string // heading of a list or pre block
-	Text  string // paragraph or preformatted text
-	Items []string
-	Links []link
+	Kind   string // "p", "list", "pre" or "links"
+	Title  string // heading of a list or pre block
+	Text   string // paragraph or preformatted text
+	Items  []string
+	Links  []link
+	Images []Image // Kind "images"
 }
 
 // link is a labelled URL.
@@ -34,7 +35,7 @@ type content struct {
 
 // add appends b unless it is empty.
 func (c *content) add(b block) {
-	if strings.TrimSpace(b.Text) != "" || len(b.Items) > 0 || len(b.Links) > 0 {
+	if strings.TrimSpace(b.Text) != "" || len(b.Items) > 0 || len(b.Links) > 0 || len(b.Images) > 0 {
 		c.Blocks = append(c.Blocks, b)
 	}
 }
@@ -105,6 +106,7 @@ func doneBody(r Reply) content {
 		c.add(para("Your earlier message on this thread, which this one interrupted, was taken into account too."))
 	}
 	c.addPara("", r.Summary)
+	c.add(block{Kind: "images", Images: r.Images})
 	c.add(block{Kind: "links", Links: previewLinks(r.PreviewURLs)})
 	c.add(block{Kind: "list", Title: "Files changed", Items: fileItems(r.Files)})
 	c.add(block{Kind: "pre", Text: r.Diffstat})

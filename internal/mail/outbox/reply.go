@@ -112,6 +112,8 @@ type Reply struct {
 	// Publishable the reply also says that replying "publish" does it.
 	PublishURL  string
 	Publishable bool
+	// Images are pictures of the change, shown inline after the summary (Done).
+	Images []Image
 }
 
 // validate checks the fields Compose cannot do without.
