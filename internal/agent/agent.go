@@ -72,8 +72,8 @@ type Spec struct {
 type Request struct {
 	// Dir is the working tree the agent edits. Required; it must exist.
 	Dir string
-	// Prompt is the instruction: on stdin for claude, codex and command; a command-line
-	// argument for opencode.
+	// Prompt is the instruction, written verbatim on the agent's stdin (every kind; command:
+	// also in WO_INSTRUCTION).
 	Prompt string
 	// SystemPrompt holds platform rules appended to the agent's system prompt (claude:
 	// --append-system-prompt; codex and opencode: put before the prompt; command:

@@ -112,8 +112,8 @@ func TestArgs(t *testing.T) {
 			"exec --json --skip-git-repo-check --sandbox workspace-write --model m1 -"},
 		{"codex resume", codexArgs(Spec{}, resume),
 			"exec --json --skip-git-repo-check --sandbox workspace-write resume s1 -"},
-		{"opencode new", opencodeArgs(full, newReq), "run --format json --model m1 -- rules\n\np"},
-		{"opencode resume", opencodeArgs(Spec{}, resume), "run --format json --session s1 -- p"},
+		{"opencode new", opencodeArgs(full, newReq), "run --format json --model m1"},
+		{"opencode resume", opencodeArgs(Spec{}, resume), "run --format json --session s1"},
 	}
 	for _, tt := range tests {
 		if got := strings.Join(tt.got, " "); got != tt.want {
