@@ -31,8 +31,34 @@ func (opencode) invoke(spec Spec, req Request) (invocation, parser) {
 	if req.ConfigDir != "" {
 		env = append(env, "XDG_DATA_HOME="+req.ConfigDir) // sessions live in $XDG_DATA_HOME/opencode
 	}
+	if spec.BaseURL != "" {
+		env = append(env, "OPENCODE_CONFIG_CONTENT="+opencodeBaseURLConfig(spec))
+	}
 	inv := invocation{args: opencodeArgs(spec, req), stdin: withSystemPrompt(req), env: env}
 	return inv, &opencodeParser{session: req.Session}
+}
+
+// opencodeBaseURLConfig is inline opencode config (merged over the others) that sets the
+// baseURL option of the model's provider, or of openai and anthropic when no model is named.
+func opencodeBaseURLConfig(spec Spec) string {
+	providers := []string{"anthropic", "openai"}
+	if p, _, ok := strings.Cut(spec.Model, "/"); ok && p != "" {
+		providers = []string{p}
+	}
+	type options struct {
+		BaseURL string `json:"baseURL"`
+	}
+	type provider struct {
+		Options options `json:"options"`
+	}
+	cfg := struct {
+		Provider map[string]provider `json:"provider"`
+	}{Provider: map[string]provider{}}
+	for _, p := range providers {
+		cfg.Provider[p] = provider{Options: options{BaseURL: spec.BaseURL}}
+	}
+	b, _ := json.Marshal(cfg)
+	return string(b)
 }
 
 func opencodeArgs(spec Spec, req Request) []string {

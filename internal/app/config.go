@@ -180,6 +180,9 @@ type Worker struct {
 	PreviewDomain string
 	// BuildTimeout bounds a site's install and build. Default DefaultBuildTimeout.
 	BuildTimeout time.Duration
+	// AgentBaseURL is the model API endpoint (a gateway or proxy) every project's agent talks
+	// to unless the project sets its own (pipeline.Config.AgentBaseURL). Empty: the vendors'.
+	AgentBaseURL string
 	// ModelRetryBudget bounds how long a job waits for a model service that turned its agent
 	// away (rate limited, overloaded, unreachable) before it fails and the owner is told the
 	// service was unavailable (pipeline.Config.ModelRetryBudget). Default
@@ -479,6 +482,8 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.MaxAttempts", w.MaxAttempts, "must not be negative")
 	case w.ShotPages < 0:
 		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
+	case w.AgentBaseURL != "" && !httpURL(w.AgentBaseURL):
+		return fieldErr("Worker.AgentBaseURL", w.AgentBaseURL, "want http://host[:port][/path] or https://…")
 	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
 		return fieldErr("Worker", "durations", "must not be negative")
 	}
@@ -513,4 +518,10 @@ func (w Worker) sandboxIDs() (uid, gid int) {
 		gid = sandbox.DefaultGID
 	}
 	return uid, gid
+}
+
+// httpURL reports whether s is an absolute http or https URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

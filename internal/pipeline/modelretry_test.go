@@ -13,6 +13,7 @@ import (
 	"github.com/jhillyerd/enmime/v2"
 
 	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -93,4 +94,27 @@ func TestModelUnavailableBeyondBudgetTellsOwner(t *testing.T) {
 		t.Fatalf("owner's reply:\n%s", env.Text)
 	}
 	t.Logf("owner's reply:\n%s", env.Text)
+}
+
+// TestAgentBaseURL: the server's model API endpoint reaches the agent's environment, and a
+// project's own endpoint wins over it.
+func TestAgentBaseURL(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, project, want string }{
+		{"server default", "", "http://gateway.test:4000"},
+		{"project's own", "https://proxy.example.com/anthropic", "https://proxy.example.com/anthropic"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := setupConfig(t, site, func(p *project.Project) { p.Agent.BaseURL = tt.project },
+				func(c *pipelineConfig) { c.AgentBaseURL = "http://gateway.test:4000" })
+			if out, err := f.run(task("t1", "print-env env.txt")); err != nil {
+				t.Fatalf("job: %v (%+v)", err, out)
+			}
+			env := git(t, f.origin, "show", "thread-t1:env.txt")
+			if !strings.Contains(env, "ANTHROPIC_BASE_URL="+tt.want+"\n") {
+				t.Fatalf("agent environment has no ANTHROPIC_BASE_URL=%s:\n%s", tt.want, env)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,9 @@ type Config struct {
 	// ModelRetryBackoff is the first wait when the service named no delay. Default
 	// DefaultModelRetryBackoff.
 	ModelRetryBackoff time.Duration
+	// AgentBaseURL is the model API endpoint for projects that set none
+	// (project.AgentSpec.BaseURL; agent.Spec.BaseURL). Empty: the vendors'.
+	AgentBaseURL string
 	// Live, when set, receives a job's agent and build output as it happens.
 	Live func(jobID string) io.Writer
 	// Sandbox runs the agent, install and build of every job (nil or inactive: unsandboxed).
@@ -136,9 +140,10 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 }
 
 // agentSpec turns the project's agent settings into the agent package's spec.
-func agentSpec(a project.AgentSpec) agent.Spec {
+// agentSpec is a project's agent; baseURL is the endpoint when the project names none.
+func agentSpec(a project.AgentSpec, baseURL string) agent.Spec {
 	return agent.Spec{Kind: a.Kind, Command: a.Command, Model: a.Model, MaxTurns: a.MaxTurns,
-		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput}
+		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput, BaseURL: cmp.Or(a.BaseURL, baseURL)}
 }
 
 // permanentIf marks err permanent when it is one of the errors retrying cannot fix; anything

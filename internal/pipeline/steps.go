@@ -48,7 +48,7 @@ func (r *run) system() string {
 // runAgent runs the project's agent, continuing the thread's session, and stores the
 // session for the thread's next job. A failed run is an error (retried by the worker).
 func (r *run) runAgent(ctx context.Context, prompt string) error {
-	spec := agentSpec(r.proj.Agent)
+	spec := agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL)
 	req := agent.Request{Dir: r.ws.Dir, Prompt: prompt, SystemPrompt: r.system(),
 		Session: r.thread.Session, Resume: r.thread.Session != "" && r.thread.Agent == spec.Kind,
 		ConfigDir: r.agentDir(), Home: r.homeDir(), Env: append(r.agentVars(), r.agentEnv()...), Output: r.output(),

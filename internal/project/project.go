@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/url"
 	"strings"
 	"time"
 
@@ -68,6 +69,9 @@ type AgentSpec struct {
 	MaxBudgetUSD float64       `json:"maxBudgetUsd,omitempty"`
 	WallClock    time.Duration `json:"wallClock,omitempty"`
 	NoOutput     time.Duration `json:"noOutput,omitempty"`
+	// BaseURL points the agent at a model API endpoint (agent.Spec.BaseURL); empty: the
+	// server's default (app Worker.AgentBaseURL), else the vendor's.
+	BaseURL string `json:"baseUrl,omitempty"`
 }
 
 // WithDefaults fills unset fields.
@@ -109,6 +113,9 @@ func (p Project) Validate() error {
 		}
 	default:
 		return fmt.Errorf("agent %q: use claude, codex, opencode or command", p.Agent.Kind)
+	}
+	if u, err := url.Parse(p.Agent.BaseURL); p.Agent.BaseURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return fmt.Errorf("agent base URL %q: want http://host[:port][/path] or https://…", p.Agent.BaseURL)
 	}
 	if p.InterruptPolicy != "" && p.InterruptPolicy != "interrupt" && p.InterruptPolicy != "queue" {
 		return fmt.Errorf("interrupt policy %q: use interrupt or queue (or leave it empty for the server's)", p.InterruptPolicy)
