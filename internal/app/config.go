@@ -180,6 +180,11 @@ type Worker struct {
 	PreviewDomain string
 	// BuildTimeout bounds a site's install and build. Default DefaultBuildTimeout.
 	BuildTimeout time.Duration
+	// ClaudeLogin is a Claude Code config directory where `claude /login` was run (e.g.
+	// ~/.claude): every claude agent gets a read-only copy of its access token (never the
+	// refresh token, nothing else) in its own config (pipeline.Config.ClaudeLogin). Empty:
+	// agents use ANTHROPIC_API_KEY or their own login.
+	ClaudeLogin string
 	// AgentBaseURL is the model API endpoint (a gateway or proxy) every project's agent talks
 	// to unless the project sets its own (pipeline.Config.AgentBaseURL). Empty: the vendors'.
 	AgentBaseURL string
@@ -482,6 +487,8 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.MaxAttempts", w.MaxAttempts, "must not be negative")
 	case w.ShotPages < 0:
 		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
+	case w.ClaudeLogin != "" && !isFile(filepath.Join(w.ClaudeLogin, ".credentials.json")):
+		return fieldErr("Worker.ClaudeLogin", w.ClaudeLogin, "no .credentials.json there: run claude with CLAUDE_CONFIG_DIR=%s and /login first", w.ClaudeLogin)
 	case w.AgentBaseURL != "" && !httpURL(w.AgentBaseURL):
 		return fieldErr("Worker.AgentBaseURL", w.AgentBaseURL, "want http://host[:port][/path] or https://…")
 	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
@@ -524,4 +531,10 @@ func (w Worker) sandboxIDs() (uid, gid int) {
 func httpURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// isFile reports whether path is a regular file this process can stat.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

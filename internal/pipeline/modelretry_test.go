@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/mail"
 	"os"
 	"path/filepath"
@@ -116,5 +117,40 @@ func TestAgentBaseURL(t *testing.T) {
 				t.Fatalf("agent environment has no ANTHROPIC_BASE_URL=%s:\n%s", tt.want, env)
 			}
 		})
+	}
+}
+
+// writeClaudeLogin is a Claude Code config dir with a subscription login expiring at expires.
+func writeClaudeLogin(t *testing.T, expires time.Time) string {
+	t.Helper()
+	dir := t.TempDir()
+	creds := fmt.Sprintf(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-shared","refreshToken":"sk-ant-ort01-never-shared","expiresAt":%d,"scopes":["user:inference"],"subscriptionType":"max"}}`, expires.UnixMilli())
+	if err := os.WriteFile(filepath.Join(dir, ".credentials.json"), []byte(creds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestSharedClaudeLogin: with a shared subscription login, the tenant's claude config holds a
+// read-only copy of its access token (no refresh token) when the agent runs; an expired login
+// fails the job for good, and the owner reads that the AI service was unavailable.
+func TestSharedClaudeLogin(t *testing.T) {
+	t.Parallel()
+	login := writeClaudeLogin(t, time.Now().Add(time.Hour))
+	f := setupConfig(t, site, nil, func(c *pipelineConfig) { c.ClaudeLogin = login })
+	if out, err := f.run(task("t1", "replace Hello with Hi in index.html")); err != nil {
+		t.Fatalf("job: %v (%+v)", err, out)
+	}
+	copied := filepath.Join(f.dir, "state", "site", "alice", "agent", ".credentials.json")
+	b, err := os.ReadFile(copied)
+	fi, _ := os.Stat(copied)
+	if err != nil || fi.Mode().Perm() != 0o400 || !strings.Contains(string(b), "sk-ant-oat01-shared") || strings.Contains(string(b), "never-shared") {
+		t.Fatalf("tenant's copy (%v, %v): %s", err, fi.Mode(), b)
+	}
+
+	g := setupConfig(t, site, nil, func(c *pipelineConfig) { c.ClaudeLogin = writeClaudeLogin(t, time.Now().Add(-time.Minute)) })
+	_, err = g.run(task("t1", "replace Hello with Hi in index.html"))
+	if !errors.Is(err, worker.ErrPermanent) || outbox.ProblemOf(err.Error()) != outbox.ProblemModel {
+		t.Fatalf("expired login: %v; want a permanent model-service failure", err)
 	}
 }

@@ -46,6 +46,12 @@ type Config struct {
 	// ModelRetryBackoff is the first wait when the service named no delay. Default
 	// DefaultModelRetryBackoff.
 	ModelRetryBackoff time.Duration
+	// ClaudeLogin is a Claude Code config directory holding a subscription login (`claude
+	// /login`); when set, every claude agent gets a read-only copy of its access token in its
+	// own config directory before each run (agent.ShareClaudeLogin), never the refresh token
+	// and nothing else of the platform's. An expired login fails the job for good (the
+	// operator is told).
+	ClaudeLogin string
 	// AgentBaseURL is the model API endpoint for projects that set none
 	// (project.AgentSpec.BaseURL; agent.Spec.BaseURL). Empty: the vendors'.
 	AgentBaseURL string

@@ -56,6 +56,9 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 	if !req.Resume {
 		req.Session = ""
 	}
+	if err := r.shareLogin(spec); err != nil {
+		return fmt.Errorf("%w: model service: %w", worker.ErrPermanent, err)
+	}
 	var res agent.Result
 	err := r.stage("agent", func() (err error) {
 		res, err = r.runAgentRetrying(ctx, spec, req)
@@ -125,6 +128,18 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// shareLogin gives a claude agent the shared subscription login (Config.ClaudeLogin), owned by
+// the job's user so that the sandboxed agent can read it.
+func (r *run) shareLogin(spec agent.Spec) error {
+	if spec.Kind != agent.KindClaude || r.p.cfg.ClaudeLogin == "" {
+		return nil
+	}
+	if err := agent.ShareClaudeLogin(r.p.cfg.ClaudeLogin, r.agentDir(), time.Now()); err != nil {
+		return err
+	}
+	return r.p.cfg.Sandbox.Own(r.agentDir())
 }
 
 // mergeAgent adds a repair turn's figures to the first run's.
