@@ -39,22 +39,39 @@ type claudeOAuth struct {
 // token that expires within five minutes is refused (ErrLoginExpired). Safe for concurrent
 // use on different dstDirs.
 func ShareClaudeLogin(srcDir, dstDir string, now time.Time) error {
+	login, err := readClaudeLogin(srcDir, now)
+	if err != nil {
+		return err
+	}
+	out, _ := json.Marshal(map[string]*claudeOAuth{"claudeAiOauth": login})
+	return writeReadOnly(dstDir, claudeCredentials, out)
+}
+
+// CheckClaudeLogin reports whether srcDir holds a Claude Code subscription login that
+// ShareClaudeLogin would share now: nil, or why not (ErrLoginExpired, a missing file, no login
+// in it).
+func CheckClaudeLogin(srcDir string, now time.Time) error {
+	_, err := readClaudeLogin(srcDir, now)
+	return err
+}
+
+// readClaudeLogin reads the shareable part of srcDir's login and checks its expiry.
+func readClaudeLogin(srcDir string, now time.Time) (*claudeOAuth, error) {
 	src := filepath.Join(srcDir, claudeCredentials)
 	b, err := os.ReadFile(src)
 	if err != nil {
-		return fmt.Errorf("shared Claude login: %w (run claude there and /login, or unset the shared login)", err)
+		return nil, fmt.Errorf("shared Claude login: %w (run claude there and /login, or unset the shared login)", err)
 	}
 	var creds struct {
 		OAuth *claudeOAuth `json:"claudeAiOauth"`
 	}
 	if err := json.Unmarshal(b, &creds); err != nil || creds.OAuth == nil || creds.OAuth.AccessToken == "" {
-		return fmt.Errorf("shared Claude login: %s holds no subscription login (run claude there and /login)", src)
+		return nil, fmt.Errorf("shared Claude login: %s holds no subscription login (run claude there and /login)", src)
 	}
 	if exp := time.UnixMilli(creds.OAuth.ExpiresAt); creds.OAuth.ExpiresAt != 0 && exp.Before(now.Add(loginMargin)) {
-		return fmt.Errorf("%w (%s, expires %s): use claude in %s to refresh it", ErrLoginExpired, src, exp.UTC().Format(time.RFC3339), srcDir)
+		return nil, fmt.Errorf("%w (%s, expires %s): use claude in %s to refresh it", ErrLoginExpired, src, exp.UTC().Format(time.RFC3339), srcDir)
 	}
-	out, _ := json.Marshal(map[string]*claudeOAuth{"claudeAiOauth": creds.OAuth})
-	return writeReadOnly(dstDir, claudeCredentials, out)
+	return creds.OAuth, nil
 }
 
 // writeReadOnly replaces dir/name with data, mode 0400, atomically.
