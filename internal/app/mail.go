@@ -99,6 +99,9 @@ func (a *App) newInbound(ctx context.Context, b *broker.Backend, r *router.Route
 	if cfg.Mail, err = b.Table(ctx, "mail"); err != nil {
 		return nil, err
 	}
+	if cfg.Notices, err = b.Table(ctx, "held"); err != nil {
+		return nil, err
+	}
 	cfg.Auth, cfg.Jobs, cfg.Router = a.auth, b.Jobs, r
 	return inbound.New(cfg)
 }

@@ -51,6 +51,9 @@ type Config struct {
 	// PerSender and PerTenant bound instructions per hour. Defaults 30 and 60. A message over
 	// a limit is held (intake.ErrHold) for an operator to release or drop.
 	PerSender, PerTenant int
+	// Notices, when set, stores the pending held notices (one key per sender), so a notice is
+	// sent after a restart too. Without it they are kept in memory.
+	Notices broker.Table
 	// HeldNoticeAfter: a sender whose messages are held gets one notice per limit window,
 	// listing them, once none of theirs was held for this long (Run sends it). Default
 	// DefaultHeldNoticeAfter.
@@ -252,7 +255,7 @@ func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte)
 	case "refuse":
 		err = in.refuse(ctx, r)
 	case "hold":
-		in.noteHeld(r)
+		err = in.noteHeld(ctx, r)
 	}
 	if err != nil {
 		return r, err
