@@ -1,10 +1,12 @@
-// Package inbound turns an accepted email into a decision — run, ignore or refuse — and acts
-// on it: it parses the message, extracts the new text of a reply, resolves the tenant and
+// Package inbound turns an accepted email into a decision — run, hold, ignore or refuse — and
+// acts on it: it parses the message, extracts the new text of a reply, resolves the tenant and
 // thread (reply token, then In-Reply-To/References, then the sender's address in the project
 // table), authenticates the sender (DKIM/SPF/DMARC or a trusted relay's
-// Authentication-Results), applies loop and rate guards, and submits the instruction to the
-// router. It also turns job results into threaded replies. Unauthenticated or unknown senders
-// never reach an agent, and no reply ever goes to an unverified address.
+// Authentication-Results), applies loop and rate guards (over a rate limit a message is held
+// for the operator and its sender told once per window, never dropped), and submits the
+// instruction to the router. It also turns job results into threaded replies.
+// Unauthenticated or unknown senders never reach an agent, and no reply ever goes to an
+// unverified address.
 package inbound
 
 import (

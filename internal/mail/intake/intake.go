@@ -3,6 +3,9 @@
 // arrival order; a crash between the 250 and the handling loses nothing (the spool is
 // handled again at start). Recipients outside the configured domains are refused at RCPT,
 // oversize messages at DATA (552), and STARTTLS is offered when a certificate is configured.
+// A message the handler can never handle is set aside in the quarantine (ErrQuarantine); one
+// it may not run now (its sender is over a limit) is held (ErrHold, Held) until an operator
+// releases or drops it. Neither holds back the messages after it.
 package intake
 
 import (
