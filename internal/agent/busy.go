@@ -13,7 +13,7 @@ import (
 var busyWords = []string{
 	"rate limit", "rate_limit", "too many requests", "overloaded", "service unavailable", "temporarily unavailable",
 	"connection error", "connection refused", "connection reset", "no such host", "network error", "fetch failed",
-	"socket hang up", "econnrefused", "econnreset", "enotfound", "etimedout", "eai_again",
+	"socket hang up", "econnrefused", "econnreset", "enotfound", "etimedout", "eai_again", "request timed out",
 }
 
 // busyStatus matches an HTTP status the model API answers when it is busy or down, as the

@@ -19,6 +19,7 @@ func TestModelBusy(t *testing.T) {
 		{"network on stderr", Result{Error: "codex exited with status 1", OutputTail: "error: Connection refused (os error 111)\n"}, true, 0},
 		{"retry_after_ms", Result{Error: `opencode reported an error: AI_APICallError: Too Many Requests {"retry_after_ms": 2500}`}, true, 2500 * time.Millisecond},
 		{"minutes", Result{Error: "API Error: 503 service unavailable, retry after 2 minutes"}, true, 2 * time.Minute},
+		{"claude's request timeout", Result{Error: "claude reported an error (error_during_execution): API Error: Request timed out."}, true, 0},
 		{"an ordinary failure", Result{Error: "claude reported an error: the file was not found"}, false, 0},
 		{"a page about HTTP 429 that built fine", Result{OK: true, Summary: "documented status 429 and rate limits"}, false, 0},
 		{"interrupted", Result{Interrupted: true, Error: "interrupted: connection reset"}, false, 0},
