@@ -130,6 +130,8 @@ func outcome(task worker.Task) worker.Outcome {
 		Commit:       "0123456789abcdef0123456789abcdef01234567",
 		AgentCostUSD: 0.0123,
 		AgentTurns:   4,
+		ModelRetries: 2,
+		ModelWait:    3 * time.Second,
 		StagesMs:     map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
 	}}
 }
