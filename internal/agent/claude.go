@@ -27,7 +27,7 @@ func (claude) invoke(spec Spec, req Request) (invocation, parser) {
 	if session == "" {
 		session = NewSessionID()
 	}
-	inv := invocation{args: claudeArgs(spec, req, session), stdin: req.Prompt, env: claudeEnv(req)}
+	inv := invocation{args: claudeArgs(spec, req, session), stdin: req.Prompt, env: claudeEnv(spec, req)}
 	return inv, &claudeParser{session: session}
 }
 
@@ -52,10 +52,13 @@ func claudeArgs(spec Spec, req Request, session string) []string {
 	return append(args, "--session-id", session)
 }
 
-func claudeEnv(req Request) []string {
+func claudeEnv(spec Spec, req Request) []string {
 	env := []string{"CLAUDE_CODE_MAX_RETRIES=2"}
 	if req.ConfigDir != "" {
 		env = append(env, "CLAUDE_CONFIG_DIR="+req.ConfigDir)
+	}
+	if spec.BaseURL != "" {
+		env = append(env, "ANTHROPIC_BASE_URL="+spec.BaseURL)
 	}
 	return env
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/router"
@@ -104,7 +105,9 @@ type Config struct {
 	ReadyFile string
 	// ReconcileEvery is the router reconciler's period. Default router.DefaultReconcileEvery.
 	ReconcileEvery time.Duration
-	// InterruptPolicy is what a new instruction does to a running job. Default interrupt.
+	// InterruptPolicy is what a new instruction on a thread does to that thread's running job,
+	// for projects that set no policy of their own (project.Project.InterruptPolicy); an
+	// instruction on another thread always waits. Default interrupt.
 	InterruptPolicy router.Policy
 	// ShutdownTimeout bounds the whole shutdown (after which Run returns anyway). Default
 	// DefaultShutdownTimeout, and at least Worker.ShutdownGrace plus 5s.
@@ -146,7 +149,11 @@ type Mail struct {
 	// RelayTLS is starttls (default), opportunistic, tls or none.
 	RelayTLS string
 	// PerSender and PerTenant are instructions per hour. Defaults DefaultPerSender, DefaultPerTenant.
+	// Mail over a limit is held (listed, released or dropped by an operator), never dropped.
 	PerSender, PerTenant int
+	// HeldNoticeAfter: a sender whose mail was held gets one notice per limit window listing
+	// it, once none of theirs was held for this long. Default inbound.DefaultHeldNoticeAfter.
+	HeldNoticeAfter time.Duration
 	// Parse bounds parsing one message. Zero fields take message's defaults.
 	Parse message.Limits
 	// LocalTesting accepts mail signed with the data directory's local key as authenticated
@@ -175,6 +182,19 @@ type Worker struct {
 	PreviewDomain string
 	// BuildTimeout bounds a site's install and build. Default DefaultBuildTimeout.
 	BuildTimeout time.Duration
+	// ClaudeLogin is a Claude Code config directory where `claude /login` was run (e.g.
+	// ~/.claude): every claude agent gets a read-only copy of its access token (never the
+	// refresh token, nothing else) in its own config (pipeline.Config.ClaudeLogin). Empty:
+	// agents use ANTHROPIC_API_KEY or their own login.
+	ClaudeLogin string
+	// AgentBaseURL is the model API endpoint (a gateway or proxy) every project's agent talks
+	// to unless the project sets its own (pipeline.Config.AgentBaseURL). Empty: the vendors'.
+	AgentBaseURL string
+	// ModelRetryBudget bounds how long a job waits for a model service that turned its agent
+	// away (rate limited, overloaded, unreachable) before it fails and the owner is told the
+	// service was unavailable (pipeline.Config.ModelRetryBudget). Default
+	// pipeline.DefaultModelRetryBudget; negative: no retries.
+	ModelRetryBudget time.Duration
 	// LeaseTTL, IdleRelease, Quantum, MaxAttempts and ShutdownGrace are worker.Config's;
 	// zero takes worker's defaults.
 	LeaseTTL, IdleRelease, Quantum time.Duration
@@ -412,6 +432,12 @@ func (m *Mail) validate() error {
 	if m.PerTenant == 0 {
 		m.PerTenant = DefaultPerTenant
 	}
+	if m.HeldNoticeAfter == 0 {
+		m.HeldNoticeAfter = inbound.DefaultHeldNoticeAfter
+	}
+	if m.HeldNoticeAfter < 0 {
+		return fieldErr("Mail.HeldNoticeAfter", m.HeldNoticeAfter, "must not be negative")
+	}
 	if (m.TLSCert == "") != (m.TLSKey == "") {
 		return fieldErr("Mail.TLSCert", m.TLSCert, "set both Mail.TLSCert and Mail.TLSKey, or neither")
 	}
@@ -471,6 +497,10 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
 	case w.StateMaxBytes > broker.MaxBlobSize:
 		return fieldErr("Worker.StateMaxBytes", w.StateMaxBytes, "must be at most %d (64 MiB)", broker.MaxBlobSize)
+	case w.ClaudeLogin != "" && !isFile(filepath.Join(w.ClaudeLogin, ".credentials.json")):
+		return fieldErr("Worker.ClaudeLogin", w.ClaudeLogin, "no .credentials.json there: run claude with CLAUDE_CONFIG_DIR=%s and /login first", w.ClaudeLogin)
+	case w.AgentBaseURL != "" && !httpURL(w.AgentBaseURL):
+		return fieldErr("Worker.AgentBaseURL", w.AgentBaseURL, "want http://host[:port][/path] or https://…")
 	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
 		return fieldErr("Worker", "durations", "must not be negative")
 	}
@@ -508,4 +538,16 @@ func (w Worker) sandboxIDs() (uid, gid int) {
 		gid = sandbox.DefaultGID
 	}
 	return uid, gid
+}
+
+// httpURL reports whether s is an absolute http or https URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// isFile reports whether path is a regular file this process can stat.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -58,7 +58,8 @@ func (a *App) loadMailFiles() error {
 }
 
 // buildMail sets up the inbound router, the outbox and, with a bound SMTP listener, intake.
-func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router, jobURL func(string) string) (*mailParts, error) {
+// base is the HTTP server's public address: job pages and publish links live under it.
+func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router, base string) (*mailParts, error) {
 	m, data := a.cfg.Mail, a.cfg.Data
 	secret, err := loadMailSecret(m.Secret, data)
 	if err != nil {
@@ -72,7 +73,9 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	in, err := a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
-		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, Limits: m.Parse, JobURL: jobURL, Pictures: a.pictureFunc(), Logger: a.log})
+		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, HeldNoticeAfter: m.HeldNoticeAfter, Limits: m.Parse,
+		Pictures: a.pictureFunc(), Logger: a.log,
+		JobURL: func(id string) string { return base + "/jobs/" + id }, LinkBase: func() string { return base }})
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +97,9 @@ func (a *App) newInbound(ctx context.Context, b *broker.Backend, r *router.Route
 		return nil, err
 	}
 	if cfg.Mail, err = b.Table(ctx, "mail"); err != nil {
+		return nil, err
+	}
+	if cfg.Notices, err = b.Table(ctx, "held"); err != nil {
 		return nil, err
 	}
 	cfg.Auth, cfg.Jobs, cfg.Router = a.auth, b.Jobs, r
@@ -156,6 +162,14 @@ func (p *mailParts) quarantine() dashboard.Quarantine {
 		return nil
 	}
 	return p.smtp
+}
+
+// held is the SMTP intake's held mail, nil without a listener.
+func (p *mailParts) held() *intake.Held {
+	if p.smtp == nil {
+		return nil
+	}
+	return p.smtp.Held()
 }
 
 // registerMetrics exposes the outbox's counts (once per process: a second App's are ignored).

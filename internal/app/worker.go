@@ -126,7 +126,7 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 		}
 	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
-		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, Logger: a.log, Live: hub.Writer,
+		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, ModelRetryBudget: w.ModelRetryBudget, AgentBaseURL: w.AgentBaseURL, ClaudeLogin: w.ClaudeLogin, Logger: a.log, Live: hub.Writer,
 		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh, States: states})
 }
 

@@ -218,6 +218,9 @@ type Interrupt struct {
 	// Before, when set, stops a running job accepted before this job id (a newer instruction
 	// took over). Job ids sort by acceptance time.
 	Before string `json:"before,omitempty"`
+	// Thread, with Before, narrows it to a running job of this thread: a newer instruction on
+	// the same thread corrects the running one; one on another thread waits its turn.
+	Thread string `json:"thread,omitempty"`
 	// Release asks the owner to release the tenant once its running job (if any) ends.
 	Release bool   `json:"release,omitempty"`
 	Reason  string `json:"reason,omitempty"`

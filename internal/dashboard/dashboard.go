@@ -26,6 +26,8 @@ type Config struct {
 	Local func() []broker.WorkerInfo
 	// Quarantine, when set, shows the mail intake's quarantine (list, release, delete).
 	Quarantine Quarantine
+	// Held, when set, shows the mail held over a sender's limit (list, release, drop).
+	Held Held
 	// Token, when set, is required on every request (Authorization: Bearer, or ?token= once,
 	// which sets an HttpOnly cookie). serve always sets one. Without it only loopback Host
 	// names are served.
@@ -114,6 +116,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /quarantine", d.quarantine)
 	mux.HandleFunc("POST /quarantine/{id}/release", d.quarantineRelease)
 	mux.HandleFunc("POST /quarantine/{id}/delete", d.quarantineDelete)
+	mux.HandleFunc("GET /held", d.held)
+	mux.HandleFunc("POST /held/{id}/release", d.heldRelease)
+	mux.HandleFunc("POST /held/{id}/drop", d.heldDrop)
 	mux.HandleFunc("GET /static/{file}", staticFile)
 	return d.secure(mux)
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,8 +34,30 @@ type Config struct {
 	State string
 	// Preview publishes built sites.
 	Preview preview.Target
+	// Production publishes a project's live site ("publish" and "undo" jobs). Default:
+	// Preview, when it implements preview.Production.
+	Production preview.Production
 	// BuildTimeout bounds install + build. Default 10m.
 	BuildTimeout time.Duration
+	// ModelRetryBudget bounds the waiting for a model service that turned the agent away
+	// (HTTP 429/529, overloaded, unreachable): the agent is run again after the delay the
+	// service asked for (else a backoff from ModelRetryBackoff, doubling, at most a minute)
+	// while the waits so far plus the next fit in it; then the job fails for good and the
+	// owner is told the model service was unavailable. Default DefaultModelRetryBudget;
+	// negative: no retries.
+	ModelRetryBudget time.Duration
+	// ModelRetryBackoff is the first wait when the service named no delay. Default
+	// DefaultModelRetryBackoff.
+	ModelRetryBackoff time.Duration
+	// ClaudeLogin is a Claude Code config directory holding a subscription login (`claude
+	// /login`); when set, every claude agent gets a read-only copy of its access token in its
+	// own config directory before each run (agent.ShareClaudeLogin), never the refresh token
+	// and nothing else of the platform's. An expired login fails the job for good (the
+	// operator is told).
+	ClaudeLogin string
+	// AgentBaseURL is the model API endpoint for projects that set none
+	// (project.AgentSpec.BaseURL; agent.Spec.BaseURL). Empty: the vendors'.
+	AgentBaseURL string
 	// Live, when set, receives a job's agent and build output as it happens.
 	Live func(jobID string) io.Writer
 	// Sandbox runs the agent, install and build of every job (nil or inactive: unsandboxed).
@@ -50,6 +73,12 @@ type Config struct {
 	States *agentstate.Store
 	Logger *slog.Logger
 }
+
+// Defaults of Config's fields.
+const (
+	DefaultModelRetryBudget  = 10 * time.Minute
+	DefaultModelRetryBackoff = 5 * time.Second
+)
 
 // Pipeline implements worker.Processor.
 type Pipeline struct {
@@ -73,6 +102,12 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.ModelRetryBudget == 0 {
+		cfg.ModelRetryBudget = DefaultModelRetryBudget
+	}
+	if cfg.ModelRetryBackoff <= 0 {
+		cfg.ModelRetryBackoff = DefaultModelRetryBackoff
 	}
 	for _, d := range []string{cfg.Workspaces, cfg.State} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -125,9 +160,10 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 }
 
 // agentSpec turns the project's agent settings into the agent package's spec.
-func agentSpec(a project.AgentSpec) agent.Spec {
+// agentSpec is a project's agent; baseURL is the endpoint when the project names none.
+func agentSpec(a project.AgentSpec, baseURL string) agent.Spec {
 	return agent.Spec{Kind: a.Kind, Command: a.Command, Model: a.Model, MaxTurns: a.MaxTurns,
-		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput}
+		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput, BaseURL: cmp.Or(a.BaseURL, baseURL)}
 }
 
 // permanentIf marks err permanent when it is one of the errors retrying cannot fix; anything

@@ -35,15 +35,27 @@ type run struct {
 	base        string            // the branch head the job started from
 	beforeTurn  map[string]string // the changed files before a repair turn (see stageWork)
 	attachments []string
+	continues   []string // the thread's interrupted jobs this job's agent was told about
 	agentRes    agent.Result
-	buildRes    build.Result
-	deploy      preview.Deployment
-	warm        *shots.Warm // the browser for the pictures, started before the build
+	// modelRetries and modelWait count the agent runs repeated because the model service
+	// turned them away, and the waiting; modelGaveUp: the retry budget ran out.
+	modelRetries int
+	modelWait    time.Duration
+	modelGaveUp  bool
+	buildRes     build.Result
+	deploy       preview.Deployment
+	warm         *shots.Warm // the browser for the pictures, started before the build
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
+	switch r.task.Job.Action {
+	case broker.ActionPublish:
+		return r.publishLive(ctx)
+	case broker.ActionUndo:
+		return r.undoLive(ctx)
+	}
 	if err := r.stage("git", func() error { return r.prepare(ctx) }); err != nil {
-		return r.outcome(""), err
+		return r.stopped(ctx, err)
 	}
 	if sha, _ := r.ws.FindTrailer(ctx, "HEAD", "Command-Id", r.task.Job.ID); sha != "" {
 		return r.resend(ctx, sha)
@@ -60,6 +72,7 @@ func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
 	if err := r.runAgent(ctx, r.prompt()); err != nil {
 		return r.stopped(ctx, err)
 	}
+	r.handedOverDone(ctx)
 	dirty, err := r.dirty(ctx)
 	if err != nil || !dirty {
 		return r.noChanges(), err
@@ -100,31 +113,6 @@ func (r *run) stopped(ctx context.Context, err error) (worker.Outcome, error) {
 		return r.outcome(""), cause
 	}
 	return r.outcome(""), err
-}
-
-// interrupted commits and pushes what the agent did before it was stopped.
-func (r *run) interrupted(ctx context.Context) (worker.Outcome, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	msg := "Interrupted: " + firstLine(r.task.Job.Instruction) + "\n\nA newer instruction took over; this is the partial work."
-	sha, committed, err := r.ws.Commit(cctx, msg, r.author(), r.trailers())
-	if err == nil && !committed {
-		sha, _ = r.ws.Head(cctx)
-		committed = sha != r.base // committed earlier in this run, not pushed yet
-	}
-	if err == nil && committed {
-		err = r.push(cctx)
-	}
-	out := r.outcome(sha)
-	out.Report.Interrupted = true
-	out.Summary = "Interrupted by a newer instruction; partial work committed on " + r.thread.Branch + "."
-	if !committed {
-		out.Summary = "Interrupted by a newer instruction before anything changed."
-	}
-	if err != nil {
-		r.log.WarnContext(ctx, "commit partial work of an interrupted job", slog.Any("err", err))
-	}
-	return out, worker.ErrInterrupted
 }
 
 // publish deploys, commits and pushes, checking the lease before each irreversible step.
@@ -250,7 +238,8 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 // outcome reports what the run did so far.
 func (r *run) outcome(sha string) worker.Outcome {
 	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
-		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs}
+		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
+		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait}
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // The engine layout: previews live in the engine, so any serve can read what any worker
@@ -46,6 +47,8 @@ type EngineConfig struct {
 	Domain string
 	Port   int
 	URLs   func(Site) []string
+	// LiveURL, when set, replaces LiveURL(project, Port, Domain) for production deploys.
+	LiveURL func(project string) string
 	// Logger receives one line per deploy. Default: discard.
 	Logger *slog.Logger
 }
@@ -76,6 +79,9 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	}
 	if cfg.URLs == nil {
 		cfg.URLs = func(s Site) []string { return URLs(s, cfg.Port, cfg.Domain) }
+	}
+	if cfg.LiveURL == nil {
+		cfg.LiveURL = func(p string) string { return LiveURL(p, cfg.Port, cfg.Domain) }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -138,7 +144,7 @@ func (e *Engine) Deploy(ctx context.Context, site Site, dir string) (Deployment,
 		return Deployment{}, err
 	}
 	defer unlock()
-	dep, err := e.deploy(ctx, site, dir)
+	dep, err := e.deploy(ctx, site, dir, true)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return Deployment{}, ctxErr
@@ -152,7 +158,9 @@ func (e *Engine) Deploy(ctx context.Context, site Site, dir string) (Deployment,
 	return dep, nil
 }
 
-func (e *Engine) deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
+// deploy uploads dir as site's next version and switches the thread's pointer to it, then,
+// with latest, the project's latest.
+func (e *Engine) deploy(ctx context.Context, site Site, dir string, latest bool) (Deployment, error) {
 	prev, _, err := e.thread(ctx, site)
 	if err != nil {
 		return Deployment{}, err
@@ -166,7 +174,7 @@ func (e *Engine) deploy(ctx context.Context, site Site, dir string) (Deployment,
 		return Deployment{}, err
 	}
 	dep.Deleted, dep.Previous = countMissing(prevMan, m), Ref{Thread: site.Thread, Version: versionID(prev.Version)}
-	if prev.Version == 0 {
+	if prev.Version == 0 && latest {
 		dep.Previous = e.latestRef(ctx, site.Project)
 	}
 	sum, err := e.putManifest(ctx, m)
@@ -180,10 +188,43 @@ func (e *Engine) deploy(ctx context.Context, site Site, dir string) (Deployment,
 	if err != nil {
 		return Deployment{}, err
 	}
+	if !latest {
+		return Deployment{Version: strconv.Itoa(n), Written: dep.Written, Unchanged: dep.Unchanged, Deleted: dep.Deleted,
+			Bytes: dep.Bytes, Previous: dep.Previous}, nil
+	}
 	if err := e.switchLatest(ctx, site, n, sum); err != nil {
 		return Deployment{}, fmt.Errorf("thread preview is live but the project's latest was not switched: %w", err)
 	}
 	dep.Version, dep.URLs = strconv.Itoa(n), e.cfg.URLs(site)
+	return dep, nil
+}
+
+var _ Production = (*Engine)(nil)
+
+// DeployProduction implements Production: the project's live site is kept like a thread's
+// versions, under the pointer <project>._live (never a valid thread name), and switched by
+// one compare-and-set write; the project's latest preview is left alone.
+func (e *Engine) DeployProduction(ctx context.Context, project, dir string) (Deployment, error) {
+	start := time.Now()
+	if err := tenant.ValidatePart("project", project); err != nil {
+		return Deployment{}, err
+	}
+	site := Site{Project: project, Thread: liveSlot}
+	unlock, err := e.lock(ctx, threadKey(site))
+	if err != nil {
+		return Deployment{}, err
+	}
+	defer unlock()
+	dep, err := e.deploy(ctx, site, dir, false)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Deployment{}, ctxErr
+		}
+		return Deployment{}, fmt.Errorf("deploy %s live: %w", project, err)
+	}
+	dep.URLs, dep.Duration = []string{e.cfg.LiveURL(project)}, time.Since(start)
+	e.cfg.Logger.InfoContext(ctx, "live site deployed to the engine", siteAttrs(site), slog.String("version", dep.Version),
+		slog.Int("written", dep.Written), slog.Int("unchanged", dep.Unchanged), slog.Duration("duration", dep.Duration))
 	return dep, nil
 }
 

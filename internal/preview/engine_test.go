@@ -93,3 +93,62 @@ func TestEngineVersionsReadBack(t *testing.T) {
 		t.Fatal("expected ErrNoVersion for a version never deployed")
 	}
 }
+
+// TestEngineProductionDeploy: the live site deployed through the engine is what
+// <project>.<domain> serves on any serve; before the first production deploy that host is
+// not found (never the latest preview), and a production deploy leaves the preview alone.
+func TestEngineProductionDeploy(t *testing.T) {
+	t.Parallel()
+	b := mem.New(mem.Config{})
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := t.Context()
+	e, err := preview.NewEngine(ctx, preview.EngineConfig{Backend: b, CacheDir: t.TempDir(), Port: 8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := preview.NewEngineServer(ctx, preview.EngineServerConfig{Backend: b, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(host string) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Host = host
+		srv.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	write := func(body string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	if _, err := e.Deploy(ctx, preview.Site{Project: "acme", Thread: "t1"}, write("<h1>draft</h1>")); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get("acme.localhost"); code != 404 {
+		t.Fatalf("live host before any production deploy: %d %q, want 404", code, body)
+	}
+	dep, err := e.DeployProduction(ctx, "acme", write("<h1>live</h1>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dep.URLs) != 1 || dep.URLs[0] != "http://acme.localhost:8080/" {
+		t.Fatalf("live URLs %v", dep.URLs)
+	}
+	for host, want := range map[string]string{"acme.localhost": "live", "edit.acme.localhost": "draft", "t1.edit.acme.localhost": "draft"} {
+		if code, body := get(host); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %q, want %q", host, code, body, want)
+		}
+	}
+	if _, err := e.DeployProduction(ctx, "acme", write("<h1>live 2</h1>")); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := get("acme.localhost"); !strings.Contains(body, "live 2") {
+		t.Fatalf("second production deploy not live: %q", body)
+	}
+	if _, err := e.DeployProduction(ctx, "Bad_Name", write("x")); err == nil {
+		t.Fatal("an invalid project name was deployed")
+	}
+}

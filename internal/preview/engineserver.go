@@ -97,7 +97,10 @@ func (s *EngineServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // resolve reads the preview's pointer and its manifest.
 func (s *EngineServer) resolve(ctx context.Context, p preview) (version, error) {
 	key, thread := p.project, p.thread
-	if thread != "" {
+	switch {
+	case p.live:
+		key, thread = threadKey(Site{Project: p.project, Thread: liveSlot}), liveSlot
+	case thread != "":
 		key = p.project + "." + thread
 	}
 	raw, _, err := s.pointers.Get(ctx, key)

@@ -72,6 +72,27 @@ type Target interface {
 	Deploy(ctx context.Context, site Site, dir string) (Deployment, error)
 }
 
+// Production publishes a project's live site.
+type Production interface {
+	// DeployProduction publishes dir as project's live site with the same guarantees as
+	// Target.Deploy (atomic switch, concurrent deploys serialized, ctx bounds the wait), and
+	// reports the live URL as the Deployment's only URL. Previews are not touched.
+	DeployProduction(ctx context.Context, project, dir string) (Deployment, error)
+}
+
+// LiveURL returns the address of project's live site: http://<project>.<domain>:<port>/ (an
+// empty domain means "localhost", port 0 leaves the port out).
+func LiveURL(project string, port int, domain string) string {
+	if domain == "" {
+		domain = "localhost"
+	}
+	host := project + "." + domain
+	if port != 0 {
+		host += ":" + strconv.Itoa(port)
+	}
+	return "http://" + host + "/"
+}
+
 // URLs returns the preview addresses of site: http://<thread>.edit.<project>.<domain>:<port>/
 // and then http://edit.<project>.<domain>:<port>/. An empty domain means "localhost", port 0
 // leaves the port out, and an empty site.Thread leaves the thread URL out.

@@ -39,6 +39,11 @@
 //	print-env PATH            write the environment to PATH, one VAR=value a line
 //	deny [COMMAND]            a denied Bash call: the result has a permission_denials entry
 //	fail [MESSAGE]            stop; the result has is_error true
+//	api-error STATUS RETRY_AFTER TIMES
+//	                          the first TIMES runs reaching this line stop like fail with the
+//	                          model API's error: "API Error: STATUS {…} (retry-after: SECONDS)";
+//	                          each run reaching it appends its start time to
+//	                          $CLAUDE_CONFIG_DIR/fakeclaude/api-error-runs
 //	no-result                 exit 0 at the end without printing the result event
 //
 // Each edit emits an assistant event with a text and a tool_use block and a user event with

@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// started is when this run began.
+var started = time.Now()
+
 func main() {
 	os.Exit(run())
 }

@@ -75,6 +75,8 @@ func (s *script) step(ctx context.Context, line string) error {
 		s.deny(arg)
 	case "fail":
 		s.fail("error_during_execution", firstNonEmpty(arg, "failed as asked"))
+	case "api-error":
+		return s.apiError(arg)
 	case "no-result":
 		s.noResult = true
 	}
@@ -308,4 +310,44 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// apiError handles "api-error STATUS RETRY_AFTER TIMES": the first TIMES runs that reach this
+// line (counted in $CLAUDE_CONFIG_DIR/fakeclaude/api-errors) stop with the model API's error
+// STATUS (429 rate limited, 529 overloaded, ...), saying "retry-after: RETRY_AFTER" (seconds);
+// later runs go on. Every run that reaches it appends its start time (RFC 3339, nanoseconds) to
+// $CLAUDE_CONFIG_DIR/fakeclaude/api-error-runs.
+func (s *script) apiError(arg string) error {
+	var status, retryAfter, times int
+	if _, err := fmt.Sscanf(arg, "%d %d %d", &status, &retryAfter, &times); err != nil {
+		return errors.New("api-error needs STATUS RETRY_AFTER TIMES")
+	}
+	dir := filepath.Join(os.Getenv("CLAUDE_CONFIG_DIR"), "fakeclaude")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	runs, err := os.OpenFile(filepath.Join(dir, "api-error-runs"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(runs, started.Format(time.RFC3339Nano))
+	if err = errors.Join(err, runs.Close()); err != nil {
+		return err
+	}
+	count := filepath.Join(dir, "api-errors")
+	b, _ := os.ReadFile(count)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if n >= times {
+		return nil
+	}
+	if err := os.WriteFile(count, []byte(strconv.Itoa(n+1)), 0o644); err != nil {
+		return err
+	}
+	kind, msg := "rate_limit_error", "This request would exceed your rate limit"
+	if status == 529 {
+		kind, msg = "overloaded_error", "Overloaded"
+	}
+	s.fail("error_during_execution", fmt.Sprintf(`API Error: %d {"type":"error","error":{"type":%q,"message":%q}} (retry-after: %d)`,
+		status, kind, msg, retryAfter))
+	return nil
 }
