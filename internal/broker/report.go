@@ -54,6 +54,21 @@ type Report struct {
 	// waiting before those runs.
 	ModelRetries int           `json:"modelRetries,omitempty"`
 	ModelWait    time.Duration `json:"modelWaitNs,omitempty"`
+	// Check is what the check turn did (project.Project.CheckTurn); nil when none was due.
+	Check *Check `json:"check,omitempty"`
+}
+
+// Check is the check turn's account: the agent looked at the pictures of its change.
+type Check struct {
+	// Pictures is how many pictures the agent was given.
+	Pictures int `json:"pictures,omitempty"`
+	// Changed: the agent fixed something; the preview, pictures and commit have the fix.
+	Changed bool `json:"changed,omitempty"`
+	// Summary is what the agent said about the result (its fix, or that it was fine).
+	Summary string `json:"summary,omitempty"`
+	// Note says why the turn did not run or did not count (no pictures, the agent failed,
+	// its fix did not build); "" when it ran.
+	Note string `json:"note,omitempty"`
 }
 
 // FileChange is one changed path, with git's status letter (A, M, D, R...).

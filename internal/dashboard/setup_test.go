@@ -132,6 +132,7 @@ func outcome(task worker.Task) worker.Outcome {
 		AgentTurns:   4,
 		ModelRetries: 2,
 		ModelWait:    3 * time.Second,
+		Check:        &broker.Check{Pictures: 2, Changed: true, Summary: "made the header green"},
 		StagesMs:     map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
 	}}
 }

@@ -45,6 +45,8 @@ type run struct {
 	buildRes     build.Result
 	deploy       preview.Deployment
 	warm         *shots.Warm // the browser for the pictures, started before the build
+	pictures     string      // the check turn's pictures, readable by the agent (see check.go)
+	check        *broker.Check
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
@@ -123,6 +125,11 @@ func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	if err := r.stage("deploy", func() error { return r.deployPreview(ctx) }); err != nil {
 		return r.outcome(""), err
 	}
+	if r.proj.CheckTurn {
+		if err := r.lookAgain(ctx); err != nil {
+			return r.outcome(""), err
+		}
+	}
 	var sha string
 	err := r.stage("commit", func() (err error) {
 		sha, _, err = r.ws.Commit(ctx, r.commitMessage(), r.author(), r.trailers())
@@ -137,7 +144,9 @@ func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	if err := r.stage("push", func() error { return r.push(ctx) }); err != nil {
 		return r.outcome(sha), err
 	}
-	r.stage("shots", func() error { r.takeShots(ctx, sha); return nil })
+	if !r.proj.CheckTurn { // else taken before the commit, for the check turn
+		r.stage("shots", func() error { r.takeShots(ctx, sha); return nil })
+	}
 	return r.outcome(sha), nil
 }
 
@@ -239,7 +248,7 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 func (r *run) outcome(sha string) worker.Outcome {
 	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
-		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait}
+		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check}
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat
@@ -252,6 +261,9 @@ func (r *run) outcome(sha string) worker.Outcome {
 		rep.BuildLogTail = tailString(r.buildRes.Log, 2000)
 	}
 	summary := strings.TrimSpace(r.agentRes.Summary)
+	if c := r.check; c != nil && c.Changed {
+		summary = strings.TrimSpace(summary + "\n\n" + checkedLine(c.Summary))
+	}
 	return worker.Outcome{Summary: summary, OutputTail: r.agentRes.OutputTail, Report: rep}
 }
 

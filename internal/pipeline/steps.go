@@ -48,11 +48,17 @@ func (r *run) system() string {
 // runAgent runs the project's agent, continuing the thread's session, and stores the
 // session for the thread's next job. A failed run is an error (retried by the worker).
 func (r *run) runAgent(ctx context.Context, prompt string) error {
+	return r.runAgentStage(ctx, "agent", prompt)
+}
+
+// runAgentStage is runAgent timed as the named stage.
+func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
+	r.modelGaveUp = false // an earlier turn's (the check turn's) giving up is not this one's
 	spec := agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL)
 	req := agent.Request{Dir: r.ws.Dir, Prompt: prompt, SystemPrompt: r.system(),
 		Session: r.thread.Session, Resume: r.thread.Session != "" && r.thread.Agent == spec.Kind,
 		ConfigDir: r.agentDir(), Home: r.homeDir(), Env: append(r.agentVars(), r.agentEnv()...), Output: r.output(),
-		Jail: r.jail(false)}
+		Jail: r.agentJail()}
 	if !req.Resume {
 		req.Session = ""
 	}
@@ -60,7 +66,7 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 		return fmt.Errorf("%w: model service: %w", worker.ErrPermanent, err)
 	}
 	var res agent.Result
-	err := r.stage("agent", func() (err error) {
+	err := r.stage(stage, func() (err error) {
 		res, err = r.runAgentRetrying(ctx, spec, req)
 		return err
 	})

@@ -44,6 +44,11 @@ type Project struct {
 	// RepairTurns is how many times the agent may fix a failed build. 0 means the default, 1;
 	// a negative value means none.
 	RepairTurns int `json:"repairTurns"`
+	// CheckTurn gives the agent one more turn after the preview deploy and its pictures: it
+	// sees the instruction and the after-pictures, and may fix an obvious miss before the
+	// reply goes out (the fix is rebuilt, redeployed and pictured again). The turn costs
+	// agent time and money; its failure never fails the job. Off by default.
+	CheckTurn bool `json:"checkTurn,omitempty"`
 	// Senders maps a sender address to the user id it acts as.
 	Senders map[string]string `json:"senders,omitempty"`
 	// MailAuth is the sender authentication required: aligned (DKIM or SPF aligned with From,
@@ -113,6 +118,9 @@ func (p Project) Validate() error {
 		}
 	default:
 		return fmt.Errorf("agent %q: use claude, codex, opencode or command", p.Agent.Kind)
+	}
+	if p.CheckTurn && p.Agent.Kind == "command" {
+		return errors.New("the check turn needs an agent that can look at pictures (claude, codex or opencode), not a command: drop --check-turn or change --agent")
 	}
 	if u, err := url.Parse(p.Agent.BaseURL); p.Agent.BaseURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		return fmt.Errorf("agent base URL %q: want http://host[:port][/path] or https://…", p.Agent.BaseURL)

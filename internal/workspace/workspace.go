@@ -385,11 +385,18 @@ func (w *Workspace) IsAncestor(ctx context.Context, a, b string) bool {
 	return err == nil
 }
 
-// Restore makes the index and working tree exactly commit's tree, on the checked-out
-// branch; committing that reverts everything since commit.
+// Restore makes the index and working tree exactly commit's tree (or a tree's, from
+// IndexTree), on the checked-out branch; committing that reverts everything since commit.
 func (w *Workspace) Restore(ctx context.Context, commit string) error {
 	_, err := w.git(ctx, "read-tree", "-u", "--reset", commit)
 	return err
+}
+
+// IndexTree writes the index (what is staged) as a tree and returns its id; Restore(tree)
+// goes back to it.
+func (w *Workspace) IndexTree(ctx context.Context) (string, error) {
+	out, err := w.git(ctx, "write-tree")
+	return strings.TrimSpace(out), err
 }
 
 // HasMarkers lists the paths among paths whose content still holds conflict markers.

@@ -45,6 +45,10 @@
 //	                          each run reaching it appends its start time to
 //	                          $CLAUDE_CONFIG_DIR/fakeclaude/api-error-runs
 //	no-result                 exit 0 at the end without printing the result event
+//	on-images LINE            when the prompt names image files (absolute paths ending in
+//	                          .png, .jpg or .jpeg), read each (a Read tool call; unreadable or
+//	                          not PNG/JPEG: the run fails, like a failed edit), then perform
+//	                          LINE; when it names none, skip the line
 //
 // Each edit emits an assistant event with a text and a tool_use block and a user event with
 // the tool_result, and costs $0.01. The final result event carries session_id,

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // the pictures on-images reads
+	_ "image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,10 +34,13 @@ type script struct {
 	failure  string // why the run failed; "" if it did not
 	subtype  string // the result subtype of the failure
 	noResult bool
+	images   []string // the image files the prompt names (absolute paths)
+	looked   bool     // the images were read (by an on-images line)
 }
 
 // run performs each prompt line in turn until one fails or ctx ends.
 func (s *script) run(ctx context.Context, prompt string) {
+	s.images = imagePaths.FindAllString(prompt, -1)
 	for _, line := range strings.Split(prompt, "\n") {
 		if ctx.Err() != nil || s.failure != "" {
 			return
@@ -79,7 +86,54 @@ func (s *script) step(ctx context.Context, line string) error {
 		return s.apiError(arg)
 	case "no-result":
 		s.noResult = true
+	case "on-images":
+		return s.onImages(ctx, arg)
 	}
+	return nil
+}
+
+// imagePaths finds the image files a prompt names: absolute paths ending in .png, .jpg or .jpeg.
+var imagePaths = regexp.MustCompile(`/[^\s:'"<>]+\.(?:png|jpe?g)\b`)
+
+// onImages handles "on-images LINE": when the prompt names image files, each must be readable
+// and decode as PNG or JPEG (else the run fails); then LINE is performed. When it names none,
+// the line is skipped.
+func (s *script) onImages(ctx context.Context, line string) error {
+	if len(s.images) == 0 {
+		return nil
+	}
+	if !s.looked {
+		if err := s.readImages(); err != nil {
+			return err
+		}
+	}
+	return s.step(ctx, line)
+}
+
+// readImages reads the prompt's images as Claude Code's Read tool would.
+func (s *script) readImages() error {
+	var sizes []string
+	for _, p := range s.images {
+		err := s.tool("I'll look at "+p+".", "Read", map[string]any{"file_path": p}, func() error {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			cfg, format, err := image.DecodeConfig(f)
+			if err != nil {
+				return fmt.Errorf("%s is not an image: %w", p, err)
+			}
+			sizes = append(sizes, fmt.Sprintf("%s %dx%d", format, cfg.Width, cfg.Height))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.edits -= len(s.images) // reading is free: only edits cost and count as turns
+	s.looked = true
+	s.done = append(s.done, fmt.Sprintf("looked at %d pictures (%s)", len(s.images), strings.Join(sizes, ", ")))
 	return nil
 }
 
