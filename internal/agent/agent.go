@@ -100,6 +100,11 @@ type Request struct {
 	// Home, when set, is the agent's HOME (a per-tenant directory; the worker's own HOME is
 	// not visible in a sandbox).
 	Home string
+	// ReadDirs are directories besides Dir the agent is meant to read (pictures to look at);
+	// the Jail must bind them. claude: --add-dir each (Claude Code asks before reading outside
+	// its working directories, which in print mode is a denial); codex reads anywhere in its
+	// sandbox; opencode and command: named in the prompt only.
+	ReadDirs []string
 	// Jail, when set, runs the agent sandboxed (see package sandbox); its writable paths must
 	// include Dir, ConfigDir and Home.
 	Jail *sandbox.Jail

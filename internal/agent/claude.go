@@ -42,6 +42,9 @@ func claudeArgs(spec Spec, req Request, session string) []string {
 	if spec.MaxBudgetUSD > 0 {
 		args = append(args, "--max-budget-usd", strconv.FormatFloat(spec.MaxBudgetUSD, 'f', -1, 64))
 	}
+	for _, d := range req.ReadDirs {
+		args = append(args, "--add-dir", d)
+	}
 	if req.SystemPrompt != "" {
 		// One argument, so that rules starting with "-" are not taken for flags.
 		args = append(args, "--append-system-prompt="+req.SystemPrompt)

@@ -32,8 +32,8 @@ type checkFixture struct {
 }
 
 // setupCheck is a pipeline that takes pictures (skipping the test without Chromium), on a
-// project with the check turn on.
-func setupCheck(t *testing.T) checkFixture {
+// project with the check turn on (and mods).
+func setupCheck(t *testing.T, mods ...func(*project.Project)) checkFixture {
 	t.Helper()
 	if shots.FindBrowser() == "" {
 		t.Skip("no Chromium installed (apt-get install chromium; CI installs it): the check turn needs pictures")
@@ -46,7 +46,12 @@ func setupCheck(t *testing.T) checkFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := setupConfig(t, site, func(p *project.Project) { p.CheckTurn = true },
+	f := setupConfig(t, site, func(p *project.Project) {
+		p.CheckTurn = true
+		for _, m := range mods {
+			m(p)
+		}
+	},
 		func(c *pipelineConfig) { c.Shots = sh })
 	return checkFixture{f, sh}
 }
@@ -174,6 +179,30 @@ func TestCheckTurnFailureKeepsTheJob(t *testing.T) {
 	}
 	if !near(out.Report.AgentCostUSD, 0.03) {
 		t.Errorf("agent cost $%v, want $0.03 (the failed turn counts)", out.Report.AgentCostUSD)
+	}
+	if v := f.versions("t1"); v != 1 {
+		t.Errorf("%d deploys, want 1", v)
+	}
+}
+
+func TestCheckTurnFixThatDoesNotBuildIsUndone(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t, func(p *project.Project) {
+		p.BuildCommand, p.OutputDir = "test ! -e broken && mkdir -p dist && cp *.html dist/", "dist"
+	})
+	_, out := f.checkRun(blueHeader + "\non-images write broken: yes")
+	c := out.Report.Check
+	if c == nil || c.Changed || !strings.Contains(c.Note, "its fix did not build") {
+		t.Fatalf("check report: %+v", c)
+	}
+	if files := git(t, f.origin, "ls-tree", "--name-only", "thread-t1"); strings.Contains(files, "broken") {
+		t.Errorf("the commit has the undone fix's file:\n%s", files)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "ws", "site", "alice", "broken")); !os.IsNotExist(err) {
+		t.Errorf("the undone fix's file is still in the working tree: %v", err)
+	}
+	if _, body := f.page(urls(out)[0], "/"); !strings.Contains(body, "#0000ff") {
+		t.Errorf("the preview should still be the first try's: %q", body)
 	}
 	if v := f.versions("t1"); v != 1 {
 		t.Errorf("%d deploys, want 1", v)

@@ -59,6 +59,9 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 		Session: r.thread.Session, Resume: r.thread.Session != "" && r.thread.Agent == spec.Kind,
 		ConfigDir: r.agentDir(), Home: r.homeDir(), Env: append(r.agentVars(), r.agentEnv()...), Output: r.output(),
 		Jail: r.agentJail()}
+	if r.pictures != "" {
+		req.ReadDirs = []string{r.pictures}
+	}
 	if !req.Resume {
 		req.Session = ""
 	}

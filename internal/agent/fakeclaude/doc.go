@@ -7,8 +7,8 @@
 //
 // It parses claude's flags: -p/--print, --output-format (stream-json, json or text),
 // --verbose, --permission-mode, --model, --max-turns, --max-budget-usd,
-// --append-system-prompt, --system-prompt, --session-id, -r/--resume (as "--flag value" or
-// "--flag=value"). Unknown flags are ignored with a warning on stderr. Like claude,
+// --append-system-prompt, --system-prompt, --session-id, -r/--resume, --add-dir (repeatable)
+// (as "--flag value" or "--flag=value"). Unknown flags are ignored with a warning on stderr. Like claude,
 // stream-json output in print mode requires --verbose. The prompt is a positional argument or
 // stdin. CLAUDE_CONFIG_DIR must be set.
 //
@@ -48,7 +48,10 @@
 //	on-images LINE            when the prompt names image files (absolute paths ending in
 //	                          .png, .jpg or .jpeg), read each (a Read tool call; unreadable or
 //	                          not PNG/JPEG: the run fails, like a failed edit), then perform
-//	                          LINE; when it names none, skip the line
+//	                          LINE; when it names none, skip the line. An image outside the
+//	                          working directory and every --add-dir is a denied Read (print mode
+//	                          cannot ask; the result lists it in permission_denials) and the
+//	                          run's on-images lines are skipped
 //
 // Each edit emits an assistant event with a text and a tool_use block and a user event with
 // the tool_result, and costs $0.01. The final result event carries session_id,

@@ -34,8 +34,10 @@ type script struct {
 	failure  string // why the run failed; "" if it did not
 	subtype  string // the result subtype of the failure
 	noResult bool
+	addDirs  []string // --add-dir: directories besides dir that may be read
 	images   []string // the image files the prompt names (absolute paths)
 	looked   bool     // the images were read (by an on-images line)
+	blind    bool     // reading them was denied: on-images lines are skipped
 }
 
 // run performs each prompt line in turn until one fails or ctx ends.
@@ -102,18 +104,46 @@ func (s *script) onImages(ctx context.Context, line string) error {
 	if len(s.images) == 0 {
 		return nil
 	}
-	if !s.looked {
+	if !s.looked && !s.blind {
 		if err := s.readImages(); err != nil {
 			return err
 		}
 	}
+	if s.blind {
+		return nil
+	}
 	return s.step(ctx, line)
+}
+
+// denyRead records a Read the permission mode refused: p is outside the working directories.
+func (s *script) denyRead(p string) {
+	input := map[string]any{"file_path": p}
+	id := s.em.toolUse(s.session, "I'll look at "+p+".", "Read", input)
+	s.em.toolResult(s.session, id, fmt.Errorf("permission to read %s has been denied: it is outside the working directories", p))
+	s.denials = append(s.denials, denial{ToolName: "Read", ToolUseID: id, ToolInput: input})
+	s.done = append(s.done, "was denied reading "+p)
+	s.blind = true
+}
+
+// readable reports whether p is inside the working directory or an --add-dir directory, where
+// Claude Code reads without asking (print mode cannot ask: elsewhere is a denial).
+func (s *script) readable(p string) bool {
+	for _, d := range append([]string{s.dir}, s.addDirs...) {
+		if rel, err := filepath.Rel(d, p); err == nil && filepath.IsLocal(rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // readImages reads the prompt's images as Claude Code's Read tool would.
 func (s *script) readImages() error {
 	var sizes []string
 	for _, p := range s.images {
+		if !s.readable(p) {
+			s.denyRead(p)
+			return nil
+		}
 		err := s.tool("I'll look at "+p+".", "Read", map[string]any{"file_path": p}, func() error {
 			f, err := os.Open(p)
 			if err != nil {
