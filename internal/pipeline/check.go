@@ -44,7 +44,7 @@ func (r *run) checkTurn(ctx context.Context, rep shots.Report) (changed bool, er
 	dir, pics, err := r.checkPictures(rep)
 	defer func() { _ = os.RemoveAll(dir); r.pictures = "" }()
 	if err != nil || len(pics) == 0 {
-		r.check.Note = "The check turn did not run: no pictures of the change. " + strings.TrimSpace(rep.Note)
+		r.check.Note = strings.TrimSpace("The check turn did not run: no pictures of the change. " + rep.Note)
 		if err != nil {
 			r.check.Note = "The check turn did not run: " + err.Error()
 		}
@@ -57,7 +57,9 @@ func (r *run) checkTurn(ctx context.Context, rep shots.Report) (changed bool, er
 	}
 	first := r.agentRes
 	err = r.runAgentStage(ctx, "check", checkPrompt(r.task.Job.Instruction, pics, rep.Unchanged))
-	r.check.Summary = strings.TrimSpace(r.agentRes.Summary)
+	if r.agentRes.Summary != first.Summary { // the turn said something (mergeAgent keeps the last said)
+		r.check.Summary = strings.TrimSpace(r.agentRes.Summary)
+	}
 	r.agentRes.Summary, r.agentRes.OutputTail = first.Summary, first.OutputTail
 	if err != nil {
 		return false, err
