@@ -347,6 +347,9 @@ func TestComposeQuotesTheInstructionBack(t *testing.T) {
 			if tt.want == "" && has || tt.want != "" && (!has || !strings.Contains(p.Text, tt.want)) {
 				t.Errorf("text part, want quote-back %q:\n%s", tt.want, p.Text)
 			}
+			if strings.Contains(p.Text, "::") {
+				t.Errorf("text part has a doubled colon:\n%s", p.Text)
+			}
 		})
 	}
 }

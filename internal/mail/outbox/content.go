@@ -70,9 +70,9 @@ func bodyOf(r Reply) content {
 
 // understood quotes the instruction back as it was read.
 func understood(r Reply) block {
-	title := "I read your request as:"
+	title := "I read your request as"
 	if r.Guessed {
-		title = "I wasn't sure which part of your email was new, so I read your request as:"
+		title = "I wasn't sure which part of your email was new, so I read your request as"
 	}
 	return block{Kind: "pre", Title: title, Text: r.Understood}
 }
