@@ -20,7 +20,7 @@ func TestComposeKinds(t *testing.T) {
 		{Done, nil, []string{
 			"Done!", "Changed the greeting to Grüße — ✓", "Files changed", "M index.html",
 			"A about/grüße.html", "2 files changed", "https://t0k3n.preview.example.com/",
-			"Preview 2", "thread/t0k3n", "0123456", "took 2m13s", "$0.42", "https://app.example.com/jobs/job-42",
+			"Latest preview of the whole site", "thread/t0k3n", "0123456", "took 2m13s", "$0.42", "https://app.example.com/jobs/job-42",
 		}},
 		{Failed, func(r *Reply) {
 			r.Error, r.Problem, r.LogTail = "build: exit 1", ProblemBuild, "npm ERR! missing: logo.png"

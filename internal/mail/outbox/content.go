@@ -234,12 +234,16 @@ func receivedBody(r Reply) content {
 	return c
 }
 
-// previewLinks labels the thread's preview first, then any others.
+// previewLinks labels the thread's preview first, then the project's latest preview (the
+// order preview.URLs gives), then any others.
 func previewLinks(urls []string) []link {
 	var out []link
 	for i, u := range urls {
 		label := "Preview"
-		if i > 0 {
+		switch {
+		case i == 1:
+			label = "Latest preview of the whole site"
+		case i > 1:
 			label = fmt.Sprintf("Preview %d", i+1)
 		}
 		out = append(out, link{label, u})
