@@ -96,6 +96,7 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.DurationVar(&w.LeaseTTL, "lease-ttl", worker.DefaultLeaseTTL, "tenant lease time to live; a crashed worker's tenants move after about this long")
 	fs.DurationVar(&w.IdleRelease, "idle-release", worker.DefaultIdleRelease, "release a tenant after this long without jobs")
 	fs.DurationVar(&w.Quantum, "quantum", worker.DefaultQuantum, "keep a busy tenant at most this long while other tenants wait for a worker")
+	fs.DurationVar(&w.WarmFor, "warm-for", worker.DefaultWarmFor, "a released tenant's next claim goes first to this process (warm workspace) for this long, then to any; negative: off")
 	fs.IntVar(&w.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "dead-letter a job after this many failed runs")
 	fs.DurationVar(&w.ShutdownGrace, "shutdown-grace", worker.DefaultShutdownGrace, "on shutdown, let a running job finish this long before handing it back")
 	fs.StringVar((*string)(&w.Sandbox), "sandbox", string(sandbox.ModeAuto), "run every job (agent, install, build) in a bubblewrap sandbox: auto (sandbox when bwrap works, else warn), required, or off")
@@ -132,7 +133,7 @@ var fieldFlags = map[string]string{
 	"ReconcileEvery": "reconcile", "InterruptPolicy": "interrupt-policy",
 	"Mail.SMTPAddr": "smtp", "Mail.Domains": "mail-domain", "Mail.Secret": "mail-secret", "Mail.DNSFixture": "mail-dns-fixture",
 	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
-	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
+	"Worker.IdleExit": "idle-exit", "Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/router"
 )
 
 // Status is the system at one moment.
@@ -15,7 +16,9 @@ type Status struct {
 	Pending       []PendingStatus     `json:"pending"`
 	Workers       []broker.WorkerInfo `json:"workers"`
 	ClaimsWaiting int                 `json:"claimsWaiting"`
-	Jobs          []broker.JobRecord  `json:"recentJobs"`
+	// Demand is the autoscaling signal (router.Demand) when this process runs the router.
+	Demand *router.Demand     `json:"demand,omitempty"`
+	Jobs   []broker.JobRecord `json:"recentJobs"`
 }
 
 // LeaseStatus is one live lease.
@@ -78,6 +81,10 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
+	}
+	if s.Router != nil {
+		d := s.Router.Demand()
+		st.Demand = &d
 	}
 	writeJSON(w, http.StatusOK, st)
 }

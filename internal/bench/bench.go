@@ -36,7 +36,8 @@ type Config struct {
 	LeaseTTL time.Duration
 	// NoSync relaxes fsync (to compare).
 	NoSync bool
-	// Only runs the named cases (dispatch, throughput, failover, fairness); empty = all.
+	// Only runs the named cases (dispatch, throughput, failover, fairness, autoscale); empty =
+	// all but autoscale (a scaled-time day, about 80s).
 	Only []string
 }
 
@@ -64,9 +65,10 @@ func Run(ctx context.Context, cfg Config) error {
 		run  func(context.Context, Config) error
 	}{
 		{"dispatch", dispatch}, {"throughput", throughput}, {"failover", failover}, {"fairness", fairness},
+		{"autoscale", autoscale},
 	}
 	for _, c := range cases {
-		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, c.name) {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, c.name) || len(cfg.Only) == 0 && c.name == "autoscale" {
 			continue
 		}
 		if err := c.run(ctx, cfg); err != nil {

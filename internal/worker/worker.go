@@ -17,10 +17,11 @@ type Worker struct {
 	cfg  Config
 	pool *Pool
 
-	mu    sync.Mutex
-	state string
-	lease broker.Lease
-	job   string
+	mu        sync.Mutex
+	state     string
+	lease     broker.Lease
+	job       string
+	idleSince time.Time // when it last stopped running a job (zero while it runs one)
 }
 
 func (w *Worker) info() broker.WorkerInfo {
@@ -35,8 +36,25 @@ func (w *Worker) info() broker.WorkerInfo {
 
 func (w *Worker) set(state string, lease broker.Lease, job string) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case state == "running":
+		w.idleSince = time.Time{}
+	case w.idleSince.IsZero():
+		w.idleSince = time.Now()
+	}
 	w.state, w.lease, w.job = state, lease, job
-	w.mu.Unlock()
+}
+
+// idleFor is how long the worker has run no job (0 while it runs one). Owning a tenant that
+// has nothing queued is idle: an exit releases it like any shutdown.
+func (w *Worker) idleFor(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idleSince.IsZero() {
+		return 0
+	}
+	return now.Sub(w.idleSince)
 }
 
 func (w *Worker) log() *slog.Logger { return w.cfg.Logger.With(slog.String("worker", w.id)) }
