@@ -166,6 +166,7 @@ func TestClusterLosesANode(t *testing.T) {
 	t.Parallel()
 	c := &cluster{t: t, dir: reachableTempDir(t), agent: clusterAgent, sandbox: "off"}
 	t.Cleanup(c.stopAll)
+	t.Cleanup(func() { logTailOnFailure(t, filepath.Join(c.dir, "procs.log"), 80) })
 	nodes := startNATSCluster(t, c, 3)
 	c.serveOn(t, nodes[0].url()+"?replicas=3")
 	for i := range 2 {
@@ -371,4 +372,14 @@ func warmShare(t *testing.T, log string) (warm, claims int) {
 		last[f[1]] = cur
 	}
 	return warm, claims
+}
+
+// logTailOnFailure logs the last n lines of the processes' log when t failed.
+func logTailOnFailure(t *testing.T, path string, n int) {
+	if !t.Failed() {
+		return
+	}
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	t.Logf("last lines of %s:\n%s", path, strings.Join(lines[max(0, len(lines)-n):], "\n"))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -22,8 +23,9 @@ const (
 	scaleTenants     = 60
 	scaleSessions    = 3
 	scaleDay         = 12 * time.Hour // sessions start within it
-	scaleIdleExit    = 2 * time.Minute
-	scaleTick        = 3 * time.Second // how often the scaler reads the demand
+	scaleIdleExit    = time.Minute
+	scaleTick        = 3 * time.Second  // how often the scaler reads the demand
+	scaleWaitTrigger = 15 * time.Second // start pools for waiting tenants after this wait
 	scaleMaxReplicas = 30
 )
 
@@ -36,7 +38,9 @@ func simulated(d time.Duration) time.Duration { return d * scaleFactor }
 // autoscale runs the workload and prints worker-hours against work-hours and the wait from
 // acceptance to start.
 func autoscale(ctx context.Context, cfg Config) error {
-	r, err := newRig(ctx, cfg, false)
+	// The router's safety nets run on simulated time too (a lost claim is asked again after
+	// 30 simulated seconds, not 30 real ones: 5 simulated hours).
+	r, err := newRigWith(ctx, cfg, false, router.Config{ReconcileEvery: sim(3 * time.Second), RepeatClaimAfter: sim(30 * time.Second)})
 	if err != nil {
 		return err
 	}
@@ -169,9 +173,16 @@ func (s *scaler) run(ctx context.Context) {
 		if _, err := s.r.router.Reconcile(ctx); err != nil {
 			continue
 		}
-		want := min(s.r.router.Demand().WorkersWanted, scaleMaxReplicas)
+		d := s.r.router.Demand()
+		want := min(d.WorkersWanted, scaleMaxReplicas)
 		s.mu.Lock()
 		add := want - s.running
+		if d.OldestWait > sim(scaleWaitTrigger) {
+			// Someone waits although the count says enough: pools on their way out are
+			// counted until they exit. The second trigger, like KEDA's on the oldest wait.
+			add = max(add, d.TenantsWaiting)
+		}
+		add = min(add, scaleMaxReplicas-s.running)
 		s.running += max(add, 0)
 		s.mu.Unlock()
 		for range add {
@@ -194,8 +205,9 @@ func (s *scaler) pool(ctx context.Context) {
 		s.exited(begin)
 		return
 	}
+	defer b.Close()
 	p, err := worker.New(worker.Config{Backend: b, Workers: 1, Processor: s.w, Logger: quiet(),
-		IdleExit: sim(scaleIdleExit), LeaseTTL: 15 * time.Second})
+		IdleExit: sim(scaleIdleExit), WarmFor: sim(worker.DefaultWarmFor), LeaseTTL: 15 * time.Second})
 	if err != nil {
 		s.exited(begin)
 		return

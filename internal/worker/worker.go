@@ -84,7 +84,12 @@ func (w *Worker) run(ctx context.Context) {
 // shutdown begins is handed back at once by its ownership.
 func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	if shutdown.Err() != nil {
-		return // not decided: it is delivered again after its hand-out time
+		// Not decided: asking again makes it waiting at once (rather than after its
+		// hand-out time), for a worker that stays — this one is leaving (shutdown, idle exit).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(shutdown), claimDecision)
+		defer cancel()
+		_ = w.cfg.Backend.Claims.Request(ctx, c.Tenant(), c.RequestedAt())
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(shutdown), claimDecision)
 	defer cancel()
@@ -97,14 +102,17 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 		return
 	}
 	lease, err := b.Leases.Acquire(ctx, t, w.id, w.cfg.LeaseTTL)
-	_ = c.Ack(ctx)
-	if errors.Is(err, broker.ErrLeaseHeld) {
-		metrics.Claims.WithLabelValues("held").Inc()
-		return
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, broker.ErrLeaseHeld) {
+		// Not acknowledged: the request is handed out again after its hand-out time, when
+		// the engine may answer again (a cluster electing a leader). Acknowledged, it would
+		// be gone, and the reconciler asks again only after RepeatClaimAfter.
 		metrics.Claims.WithLabelValues("error").Inc()
 		log.ErrorContext(ctx, "acquire lease", slog.Any("err", err))
+		return
+	}
+	_ = c.Ack(ctx)
+	if err != nil {
+		metrics.Claims.WithLabelValues("held").Inc()
 		return
 	}
 	cancel()

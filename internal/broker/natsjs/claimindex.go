@@ -41,7 +41,11 @@ func watchClaims(js jetstream.JetStream) (*claimIndex, func(), error) {
 		return nil, nil, err
 	}
 	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{claimsPrefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		FilterSubjects: []string{claimsPrefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		// A process that dies leaves its consumer behind: the engine removes it after this
+		// long without a pull (a live one pulls every PullExpiry), not the default 5 minutes,
+		// so workers that come and go (autoscaling) do not pile them up.
+		InactiveThreshold: 10 * watchHeartbeat})
 	if err != nil {
 		return nil, nil, err
 	}
