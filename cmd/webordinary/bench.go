@@ -19,7 +19,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Samples, "samples", 300, "dispatch samples per mode")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "lease TTL for the failover case")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync every write (compare with the durable default)")
-	fs.StringVar(&only, "only", "", "comma-separated cases to run: dispatch,throughput,failover,fairness")
+	fs.StringVar(&only, "only", "", "comma-separated cases to run: dispatch,throughput,failover,fairness (default: these), autoscale (a scaled-time day, ~80s)")
 	var profile string
 	fs.StringVar(&profile, "cpuprofile", "", "write this process's CPU profile to a file")
 	if err := parse(fs, args); err != nil {

@@ -157,7 +157,13 @@ func atoi(t *testing.T, s string) int {
 func countResults(t *testing.T, cl *cluster) map[string]int {
 	t.Helper()
 	creds := cl.natsCreds()
-	nc, err := nats.Connect(cl.nats, nats.UserInfo(creds.User, creds.Password))
+	return countResultsAt(t, cl.nats, nats.UserInfo(creds.User, creds.Password))
+}
+
+// countResultsAt reads the results stream of the engine at url: results per job id.
+func countResultsAt(t *testing.T, url string, opts ...nats.Option) map[string]int {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,7 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.DurationVar(&w.LeaseTTL, "lease-ttl", worker.DefaultLeaseTTL, "tenant lease time to live; a crashed worker's tenants move after about this long")
 	fs.DurationVar(&w.IdleRelease, "idle-release", worker.DefaultIdleRelease, "release a tenant after this long without jobs")
 	fs.DurationVar(&w.Quantum, "quantum", worker.DefaultQuantum, "keep a busy tenant at most this long while other tenants wait for a worker")
+	fs.DurationVar(&w.WarmFor, "warm-for", worker.DefaultWarmFor, "a released tenant's next claim goes first to this process (warm workspace) for this long, then to any; negative: off")
 	fs.IntVar(&w.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "dead-letter a job after this many failed runs")
 	fs.DurationVar(&w.ShutdownGrace, "shutdown-grace", worker.DefaultShutdownGrace, "on shutdown, let a running job finish this long before handing it back")
 	fs.StringVar((*string)(&w.Sandbox), "sandbox", string(sandbox.ModeAuto), "run every job (agent, install, build) in a bubblewrap sandbox: auto (sandbox when bwrap works, else warn), required, or off")
@@ -148,6 +149,7 @@ var fieldFlags = map[string]string{
 	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 	"Worker.StateMaxBytes": "state-max-bytes",
+	"Worker.IdleExit": "idle-exit",
 }
 
 // fieldNames matches the Config field names of fieldFlags in a message, longest first.

@@ -13,6 +13,9 @@ import (
 // "webordinary" command) and, with WO_TEST_AS_MAIN=1, for tests that start real processes.
 func TestMain(m *testing.M) {
 	reaper.Main()
+	if spec := os.Getenv(natsNodeEnv); spec != "" {
+		runNATSNode(spec) // a clustered nats-server for TestClusterLosesANode; never returns
+	}
 	// The demo agent runs this binary as `<self> demo-agent` with a clean environment.
 	if os.Getenv("WO_TEST_AS_MAIN") == "1" || (len(os.Args) > 1 && os.Args[1] == "demo-agent") {
 		main()

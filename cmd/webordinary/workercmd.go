@@ -21,6 +21,7 @@ func runWorker(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.EnginePassword, "nats-password", "", "engine password")
 	fs.StringVar(&cfg.Data, "data", "", dataUsage+"; also where secrets/nats.json (serve's engine credentials) is read from")
 	registerWorker(fs, &cfg.Worker, app.DefaultWorkerWorkers)
+	fs.DurationVar(&cfg.Worker.IdleExit, "idle-exit", 0, "exit (status 0) once every worker found nothing to do for this long, so the platform's scaler can scale to zero; 0 = never")
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err

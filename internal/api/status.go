@@ -8,6 +8,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/router"
 )
 
 // Status is the system at one moment.
@@ -16,7 +17,9 @@ type Status struct {
 	Pending       []PendingStatus     `json:"pending"`
 	Workers       []broker.WorkerInfo `json:"workers"`
 	ClaimsWaiting int                 `json:"claimsWaiting"`
-	Jobs          []broker.JobRecord  `json:"recentJobs"`
+	// Demand is the autoscaling signal (router.Demand) when this process runs the router.
+	Demand *router.Demand     `json:"demand,omitempty"`
+	Jobs   []broker.JobRecord `json:"recentJobs"`
 	// HeldMail are the messages held over a sender's limit (see GET /api/mail/held); absent
 	// without an SMTP listener.
 	HeldMail []intake.Quarantined `json:"heldMail,omitempty"`
@@ -85,6 +88,10 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return
+	}
+	if s.Router != nil {
+		d := s.Router.Demand()
+		st.Demand = &d
 	}
 	writeJSON(w, http.StatusOK, st)
 }

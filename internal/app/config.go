@@ -200,6 +200,12 @@ type Worker struct {
 	LeaseTTL, IdleRelease, Quantum time.Duration
 	MaxAttempts                    int
 	ShutdownGrace                  time.Duration
+	// WarmFor is worker.Config's: how long a released tenant's next claim goes first to this
+	// process (warm workspace). Zero takes worker.DefaultWarmFor; negative: off.
+	WarmFor time.Duration
+	// IdleExit ends a worker process (exit status 0) once all its workers found nothing to
+	// do for this long, for scale-to-zero. 0: never. RoleWorker only.
+	IdleExit time.Duration
 	// Sandbox is how jobs' processes run: auto (default), required or off.
 	Sandbox sandbox.Mode
 	// SandboxUID and SandboxGID are the job identity when running as root. Default sandbox's.
@@ -307,6 +313,9 @@ func (c *Config) validateRole() error {
 	case RoleServe, RoleWorker:
 	default:
 		return fieldErr("Role", c.Role, "use %s or %s", RoleServe, RoleWorker)
+	}
+	if c.Role != RoleWorker && c.Worker.IdleExit != 0 {
+		return fieldErr("Worker.IdleExit", c.Worker.IdleExit, "only a worker process exits when idle (serve also routes and serves the API)")
 	}
 	return nil
 }
@@ -503,6 +512,8 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.AgentBaseURL", w.AgentBaseURL, "want http://host[:port][/path] or https://…")
 	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
 		return fieldErr("Worker", "durations", "must not be negative")
+	case w.IdleExit < 0:
+		return fieldErr("Worker.IdleExit", w.IdleExit, "must not be negative (0: never exit)")
 	}
 	if w.ShutdownGrace == 0 {
 		w.ShutdownGrace = worker.DefaultShutdownGrace

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/webordinary/webordinary/internal/worker"
 )
 
 // component is one long-running part of the process: run blocks until its ctx ends (then
@@ -50,14 +52,22 @@ func (a *App) supervise(ctx context.Context, comps []component) error {
 	if err := a.stopAll(started, cause); err != nil {
 		return err
 	}
-	return g.Wait()
+	if err := g.Wait(); !errors.Is(err, worker.ErrIdleExit) {
+		return err
+	}
+	return nil
 }
 
-// runComponent runs c; an error or a return before it was asked to stop is a failure.
+// runComponent runs c; an error or a return before it was asked to stop is a failure,
+// except worker.ErrIdleExit: the process is done (supervise then returns nil).
 func (a *App) runComponent(ctx context.Context, c component) error {
 	err := c.run(ctx)
 	if ctx.Err() != nil {
 		return nil
+	}
+	if errors.Is(err, worker.ErrIdleExit) {
+		a.log.Info("nothing to do: exiting", slog.String("component", c.name))
+		return err
 	}
 	if err == nil {
 		err = errors.New("stopped on its own")

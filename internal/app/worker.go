@@ -81,7 +81,8 @@ func (a *App) newPool(ctx context.Context, b *broker.Backend, hub *live.Hub, pre
 	}
 	w := a.cfg.Worker
 	cfg := worker.Config{Backend: b, Processor: proc, Logger: a.log, Workers: w.Count, LeaseTTL: w.LeaseTTL,
-		IdleRelease: w.IdleRelease, Quantum: w.Quantum, MaxAttempts: w.MaxAttempts, ShutdownGrace: w.ShutdownGrace}
+		IdleRelease: w.IdleRelease, Quantum: w.Quantum, MaxAttempts: w.MaxAttempts, ShutdownGrace: w.ShutdownGrace,
+		WarmFor: w.WarmFor, IdleExit: w.IdleExit}
 	if a.sandbox != nil {
 		cfg.Sandbox = a.sandbox.Short()
 	}

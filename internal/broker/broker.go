@@ -139,6 +139,30 @@ type Claims interface {
 	Waiting(ctx context.Context) (int, error)
 }
 
+// WarmClaims is an optional capability of Claims: warm-workspace affinity (Temporal's sticky
+// queue). A backend that does not implement it hands every request to anyone, which still
+// satisfies every Claims promise; use Warm to call it.
+//
+// A connection stands for a process: its workers share a workspace directory, so a tenant's
+// warm workspace belongs to the connection whose worker last owned it.
+type WarmClaims interface {
+	// Warm says this connection holds t's workspace warm until until. A request for t waiting
+	// before until is handed out only to this connection's Next calls and does not count in
+	// other connections' Waiting; from until on, it goes to anyone, in its place by since.
+	// A hand-out or an acknowledgement of t's request ends the preference. Warm never delays
+	// a request past until, never loses one, and creates none (a tenant without a request
+	// stays without one). Safe for concurrent use; a later Warm replaces an earlier one.
+	Warm(ctx context.Context, t tenant.ID, until time.Time) error
+}
+
+// Warm calls c's Warm when c implements WarmClaims; otherwise it does nothing.
+func Warm(ctx context.Context, c Claims, t tenant.ID, until time.Time) error {
+	if w, ok := c.(WarmClaims); ok {
+		return w.Warm(ctx, t, until)
+	}
+	return nil
+}
+
 // Claim is one handed-out claim request.
 type Claim interface {
 	Tenant() tenant.ID

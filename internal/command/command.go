@@ -88,6 +88,6 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 func (p *Processor) env(task worker.Task) []string {
 	j := task.Job
 	return append(append(jobenv.Environ(os.LookupEnv, nil, p.cfg.JobEnv), p.cfg.Env...),
-		"WO_PROJECT="+j.Tenant.Project, "WO_USER="+j.Tenant.User, "WO_THREAD="+j.Thread, "WO_JOB="+j.ID,
+		"WO_PROJECT="+j.Tenant.Project, "WO_USER="+j.Tenant.User, "WO_THREAD="+j.Thread, "WO_JOB="+j.ID, "WO_WORKER="+task.Worker,
 		fmt.Sprintf("WO_ATTEMPT=%d", task.Attempt), fmt.Sprintf("WO_LEASE_TOKEN=%d", task.LeaseToken))
 }

@@ -39,6 +39,12 @@ var (
 	Pending = gauge("webordinary_pending_jobs", "Jobs accepted and not yet finished, all tenants together.")
 	// TenantsWaiting is the number of tenants with pending jobs and no owner.
 	TenantsWaiting = gauge("webordinary_tenants_waiting", "Tenants with pending jobs and no owner.")
+	// WorkersWanted is the autoscaling signal: tenants with pending work (queued or running),
+	// owned or not, i.e. how many workers could be busy now. Measured by serve's reconciler.
+	WorkersWanted = gauge("webordinary_workers_wanted", "Workers that could be busy now: tenants with pending jobs, owned or not.")
+	// OldestWait is how long the longest-waiting tenant with pending work and no owner has
+	// waited for a worker, in seconds (0: none waits). Measured by serve's reconciler.
+	OldestWait = gauge("webordinary_oldest_wait_seconds", "How long the longest-waiting unowned tenant with pending jobs has waited for a worker.")
 	// MailIn counts inbound messages by decision: run, hold, ignore, refuse, retry, quarantine.
 	MailIn = counterVec("webordinary_mail_in_total", "Inbound email, by decision.", "decision")
 	// MailQuarantined counts inbound messages set aside in the spool's quarantine, by kind:

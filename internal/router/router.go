@@ -73,9 +73,11 @@ type Router struct {
 	b   *broker.Backend
 	log *slog.Logger
 
-	mu       sync.Mutex
-	unowned  map[tenant.ID]bool      // unowned with pending jobs at the last reconcile pass
-	lastAsks map[tenant.ID]time.Time // the reconciler's last claim request per tenant
+	mu        sync.Mutex
+	unowned   map[tenant.ID]bool      // unowned with pending jobs at the last reconcile pass
+	lastAsks  map[tenant.ID]time.Time // the reconciler's last claim request per tenant
+	waitSince map[tenant.ID]time.Time // since when an unowned tenant has waited for a worker
+	demand    Demand                  // at the last reconcile pass
 }
 
 // New validates cfg and returns a Router.
@@ -85,7 +87,7 @@ func New(cfg Config) (*Router, error) {
 		return nil, errors.New("router: no backend configured")
 	}
 	return &Router{cfg: cfg, b: cfg.Backend, log: cfg.Logger,
-		unowned: map[tenant.ID]bool{}, lastAsks: map[tenant.ID]time.Time{}}, nil
+		unowned: map[tenant.ID]bool{}, lastAsks: map[tenant.ID]time.Time{}, waitSince: map[tenant.ID]time.Time{}}, nil
 }
 
 // Request is one instruction to submit.
@@ -218,6 +220,7 @@ func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	_, err := r.b.Leases.Get(ctx, t)
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
+		r.waiting(t, job.AcceptedAt)
 		err = r.b.Claims.Request(ctx, t, job.AcceptedAt)
 	case err == nil && job.Action == broker.ActionEdit && r.cfg.Policy(ctx, t) == PolicyInterrupt:
 		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread,

@@ -120,3 +120,29 @@ func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
 		}
 	})
 }
+
+// TestDemandCountsTenantsWithWork: the autoscaling signal counts every tenant with pending
+// work, owned or not, and how long the oldest unowned one has waited since its job.
+func TestDemandCountsTenantsWithWork(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		ctx := context.Background()
+		r, _ := router.New(router.Config{Backend: b})
+		for _, u := range []string{"alice", "bob", "bob", "carol"} {
+			if _, err := r.Submit(ctx, router.Request{Project: "site", User: u, Instruction: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		owned := tenant.ID{Project: "site", User: "carol"}
+		if _, err := b.Leases.Acquire(ctx, owned, "w1", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d := r.Demand()
+		if d.WorkersWanted != 3 || d.TenantsWaiting != 2 || d.OldestWait <= 0 {
+			t.Fatalf("demand %+v; want 3 workers wanted, 2 tenants waiting, a positive oldest wait", d)
+		}
+	})
+}

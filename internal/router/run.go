@@ -61,7 +61,64 @@ func (r *Router) reconcile(ctx context.Context, all bool) (int, error) {
 	}
 	metrics.Pending.Set(float64(total))
 	metrics.TenantsWaiting.Set(float64(len(unowned)))
+	r.measure(len(pending), unowned)
 	return r.requestStuck(ctx, unowned, all)
+}
+
+// Demand is the signal an autoscaler needs, as of the reconciler's last pass.
+type Demand struct {
+	// WorkersWanted is how many workers could be busy now: tenants with pending work (queued
+	// or running), owned or not. An owner whose tenant has nothing pending needs no worker:
+	// it releases as soon as another tenant waits.
+	WorkersWanted int `json:"workersWanted"`
+	// TenantsWaiting is how many of those have no owner.
+	TenantsWaiting int `json:"tenantsWaiting"`
+	// OldestWait is how long the longest-waiting unowned tenant has waited for a worker
+	// (from its job's acceptance when the router saw it, else from the first pass that found
+	// it unowned); 0 when none waits.
+	OldestWait time.Duration `json:"oldestWait"`
+	// At is when it was measured.
+	At time.Time `json:"at"`
+}
+
+// Demand returns the demand measured by the reconciler's last pass (zero before the first).
+func (r *Router) Demand() Demand {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.demand
+}
+
+// waiting notes that t, unowned, has waited for a worker since at (the earliest note stays).
+func (r *Router) waiting(t tenant.ID, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.waitSince[t]; !ok || at.Before(cur) {
+		r.waitSince[t] = at
+	}
+}
+
+// measure updates Demand and its metrics from one reconcile pass.
+func (r *Router) measure(withWork int, unowned map[tenant.ID]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	var oldest time.Duration
+	for t := range r.waitSince {
+		if !unowned[t] {
+			delete(r.waitSince, t)
+		}
+	}
+	for t := range unowned {
+		since, ok := r.waitSince[t]
+		if !ok {
+			since = now
+			r.waitSince[t] = now
+		}
+		oldest = max(oldest, now.Sub(since))
+	}
+	r.demand = Demand{WorkersWanted: withWork, TenantsWaiting: len(unowned), OldestWait: oldest, At: now}
+	metrics.WorkersWanted.Set(float64(withWork))
+	metrics.OldestWait.Set(oldest.Seconds())
 }
 
 // requestStuck requests claims for tenants unowned in two passes in a row. The request is

@@ -17,6 +17,8 @@ const (
 	DefaultQuantum       = 500 * time.Millisecond
 	DefaultMaxAttempts   = 3
 	DefaultShutdownGrace = 10 * time.Second
+	// DefaultWarmFor is like Temporal's sticky queue: its schedule-to-start fallback is 5s.
+	DefaultWarmFor = 5 * time.Second
 	// MinLeaseTTL is the shortest LeaseTTL accepted.
 	MinLeaseTTL = time.Second
 )
@@ -51,6 +53,14 @@ type Config struct {
 	// ShutdownGrace is how long a running job may finish after shutdown begins before it is
 	// interrupted and handed back. Default 10s.
 	ShutdownGrace time.Duration
+	// WarmFor is how long a released tenant's next claim goes first to this process, whose
+	// workspace for it is warm (only on backends that offer broker.WarmClaims), before any
+	// process may take it. Default 5s; negative: off.
+	WarmFor time.Duration
+	// IdleExit ends Run (with ErrIdleExit, after the usual graceful shutdown) once no worker
+	// of the process has run a job for this long (owning a tenant with nothing queued counts
+	// as idle): the platform's scaler may then scale to zero. 0: never.
+	IdleExit time.Duration
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -84,6 +94,9 @@ func (c Config) withDefaults() Config {
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
+	if c.WarmFor == 0 {
+		c.WarmFor = DefaultWarmFor
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -104,6 +117,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: heartbeat %s must be positive and at most half the lease TTL %s", c.Heartbeat, c.LeaseTTL)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("worker: max attempts must be at least 1, got %d", c.MaxAttempts)
+	case c.IdleExit < 0:
+		return fmt.Errorf("worker: IdleExit %s must not be negative (0: never exit)", c.IdleExit)
 	}
 	return nil
 }

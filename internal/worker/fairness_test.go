@@ -64,7 +64,10 @@ func fairUnderBacklog(t *testing.T, be backend) {
 	}
 	crashes := stopCrashes()
 	median, worst, who := g.summary(start)
+	warm, claims := g.warmShare()
 	t.Logf("%s ran at %s", who, g.timeline(who, start))
+	t.Logf("warm claims: %d of %d re-claims (%.0f%%) went to the process that owned the tenant last",
+		warm, claims, 100*float64(warm)/float64(max(claims, 1)))
 	t.Logf("fairness: %d processes, %d tenants x %d jobs of %s, %d crashes: median gap %s, max gap %s (%s)",
 		processes, tenants, jobs, work, crashes, median.Round(time.Millisecond), worst.Round(time.Millisecond), who)
 	// A tenant whose owner crashed cannot move before the lease expires, however fair the
@@ -137,17 +140,50 @@ func crashEvery(f *fixture, every time.Duration, procs []func(), cfg worker.Conf
 	return func() int { close(quit); return <-count }
 }
 
-// gaps records every run's start and end per tenant.
+// gaps records every run's start and end per tenant, and who ran it.
 type gaps struct {
-	mu   sync.Mutex
-	runs map[tenant.ID][][2]time.Time
+	mu     sync.Mutex
+	runs   map[tenant.ID][][2]time.Time
+	owners map[tenant.ID][]owner // in start order
 }
 
-func newGaps() *gaps { return &gaps{runs: map[tenant.ID][][2]time.Time{}} }
+// owner is a run's lease token and worker process.
+type owner struct {
+	token   uint64
+	process string
+}
+
+func newGaps() *gaps {
+	return &gaps{runs: map[tenant.ID][][2]time.Time{}, owners: map[tenant.ID][]owner{}}
+}
+
+// warmShare counts the claims of a tenant that had an owner before (a new lease token after
+// the first) and, of those, the ones whose process was the previous owner's: the claims that
+// landed on a warm workspace.
+func (g *gaps) warmShare() (warm, claims int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, list := range g.owners {
+		for i := 1; i < len(list); i++ {
+			if list[i].token == list[i-1].token {
+				continue
+			}
+			claims++
+			if list[i].process == list[i-1].process {
+				warm++
+			}
+		}
+	}
+	return warm, claims
+}
 
 func (g *gaps) processor(work time.Duration) worker.Processor {
 	return worker.ProcessorFunc(func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
 		begin := time.Now()
+		g.mu.Lock()
+		proc := task.Worker[:strings.LastIndex(task.Worker, "-w")]
+		g.owners[task.Job.Tenant] = append(g.owners[task.Job.Tenant], owner{task.LeaseToken, proc})
+		g.mu.Unlock()
 		select {
 		case <-time.After(work):
 		case <-ctx.Done():

@@ -69,12 +69,13 @@ func (o *ownership) run(shutdown context.Context) {
 	q, err := o.b.Inbox.Open(o.ctx, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
 	if err != nil {
 		o.log.ErrorContext(o.ctx, "open tenant queue", slog.Any("err", err))
+		sleep(o.ctx, time.Second) // the engine is failing: do not spin through claims
 	} else {
 		o.serve(shutdown, q)
 	}
 	close(hbStop)
 	<-hbDone
-	o.release(q)
+	o.release(q, shutdown.Err() == nil)
 }
 
 func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
@@ -254,9 +255,10 @@ func (o *ownership) checkLease(ctx context.Context) error {
 	return nil
 }
 
-// release hands the tenant back: consumer, then lease (compare-and-delete), then a claim
-// request when jobs are still pending. A lost lease is not ours to touch.
-func (o *ownership) release(q broker.Queue) {
+// release hands the tenant back: consumer, then the warm hint (unless this process is
+// leaving), then lease (compare-and-delete), then a claim request when jobs are still
+// pending. A lost lease is not ours to touch.
+func (o *ownership) release(q broker.Queue, warm bool) {
 	if o.lost() {
 		return
 	}
@@ -266,6 +268,12 @@ func (o *ownership) release(q broker.Queue) {
 	if q != nil {
 		if err := q.Close(ctx); err != nil {
 			o.log.WarnContext(ctx, "close tenant queue", slog.Any("err", err))
+		}
+	}
+	if warm && o.w.cfg.WarmFor > 0 {
+		// Before the lease goes: a request made once it is gone already prefers us.
+		if err := broker.Warm(ctx, o.b.Claims, t, time.Now().Add(o.w.cfg.WarmFor)); err != nil {
+			o.log.WarnContext(ctx, "warm hint", slog.Any("err", err))
 		}
 	}
 	o.mu.Lock()

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,18 +33,61 @@ func New(cfg Config) (*Pool, error) {
 	return p, nil
 }
 
+// ErrIdleExit is Run's error when it ended because every worker found nothing to do for
+// Config.IdleExit.
+var ErrIdleExit = errors.New("worker: idle for the configured time: exiting")
+
 // Run serves tenants until ctx is cancelled, then shuts down gracefully: it stops claiming,
 // lets running jobs finish within ShutdownGrace (then interrupts them and hands them back),
-// releases every tenant and re-requests claims for tenants with pending work.
+// releases every tenant and re-requests claims for tenants with pending work. With
+// Config.IdleExit, it does the same on its own once every worker has been idle that long,
+// and returns ErrIdleExit.
 func (p *Pool) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	var wg sync.WaitGroup
 	for _, w := range p.workers {
 		wg.Go(func() { w.run(ctx) })
 	}
 	wg.Go(func() { p.announce(ctx) })
+	if p.cfg.IdleExit > 0 {
+		wg.Go(func() { p.exitWhenIdle(ctx, stop) })
+	}
 	wg.Wait()
 	p.leave()
+	if errors.Is(context.Cause(ctx), ErrIdleExit) {
+		return ErrIdleExit
+	}
 	return nil
+}
+
+// exitWhenIdle stops the pool with ErrIdleExit once every worker has been idle for IdleExit.
+func (p *Pool) exitWhenIdle(ctx context.Context, stop context.CancelCauseFunc) {
+	t := time.NewTicker(min(max(p.cfg.IdleExit/4, 10*time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if p.idleFor(now) >= p.cfg.IdleExit {
+				p.cfg.Logger.InfoContext(ctx, "idle: exiting", slog.Duration("idle", p.idleFor(now)))
+				stop(ErrIdleExit)
+				return
+			}
+		}
+	}
+}
+
+// idleFor is how long every worker has been idle: the least of their idle times.
+func (p *Pool) idleFor(now time.Time) time.Duration {
+	least := time.Duration(-1)
+	for _, w := range p.workers {
+		if d := w.idleFor(now); least < 0 || d < least {
+			least = d
+		}
+	}
+	return least
 }
 
 // Status reports every worker's current state.

@@ -17,10 +17,11 @@ type Worker struct {
 	cfg  Config
 	pool *Pool
 
-	mu    sync.Mutex
-	state string
-	lease broker.Lease
-	job   string
+	mu        sync.Mutex
+	state     string
+	lease     broker.Lease
+	job       string
+	idleSince time.Time // when it last stopped running a job (zero while it runs one)
 }
 
 func (w *Worker) info() broker.WorkerInfo {
@@ -35,8 +36,25 @@ func (w *Worker) info() broker.WorkerInfo {
 
 func (w *Worker) set(state string, lease broker.Lease, job string) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case state == "running":
+		w.idleSince = time.Time{}
+	case w.idleSince.IsZero():
+		w.idleSince = time.Now()
+	}
 	w.state, w.lease, w.job = state, lease, job
-	w.mu.Unlock()
+}
+
+// idleFor is how long the worker has run no job (0 while it runs one). Owning a tenant that
+// has nothing queued is idle: an exit releases it like any shutdown.
+func (w *Worker) idleFor(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idleSince.IsZero() {
+		return 0
+	}
+	return now.Sub(w.idleSince)
 }
 
 func (w *Worker) log() *slog.Logger { return w.cfg.Logger.With(slog.String("worker", w.id)) }
@@ -66,7 +84,12 @@ func (w *Worker) run(ctx context.Context) {
 // shutdown begins is handed back at once by its ownership.
 func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	if shutdown.Err() != nil {
-		return // not decided: it is delivered again after its hand-out time
+		// Not decided: asking again makes it waiting at once (rather than after its
+		// hand-out time), for a worker that stays — this one is leaving (shutdown, idle exit).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(shutdown), claimDecision)
+		defer cancel()
+		_ = w.cfg.Backend.Claims.Request(ctx, c.Tenant(), c.RequestedAt())
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(shutdown), claimDecision)
 	defer cancel()
@@ -79,14 +102,17 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 		return
 	}
 	lease, err := b.Leases.Acquire(ctx, t, w.id, w.cfg.LeaseTTL)
-	_ = c.Ack(ctx)
-	if errors.Is(err, broker.ErrLeaseHeld) {
-		metrics.Claims.WithLabelValues("held").Inc()
-		return
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, broker.ErrLeaseHeld) {
+		// Not acknowledged: the request is handed out again after its hand-out time, when
+		// the engine may answer again (a cluster electing a leader). Acknowledged, it would
+		// be gone, and the reconciler asks again only after RepeatClaimAfter.
 		metrics.Claims.WithLabelValues("error").Inc()
 		log.ErrorContext(ctx, "acquire lease", slog.Any("err", err))
+		return
+	}
+	_ = c.Ack(ctx)
+	if err != nil {
+		metrics.Claims.WithLabelValues("held").Inc()
 		return
 	}
 	cancel()

@@ -21,6 +21,9 @@ type Harness struct {
 	// ClaimRedelivery is how long an unacknowledged claim request may take to be delivered
 	// again. Zero skips the claim redelivery test (for backends where it takes too long).
 	ClaimRedelivery time.Duration
+	// NewPeers returns two connections (two processes) to one fresh, empty engine, each
+	// closed by its own t.Cleanup. Nil skips the contracts between processes (warm claims).
+	NewPeers func(t *testing.T) (*broker.Backend, *broker.Backend)
 }
 
 // Timings shared by the tests. None of them is a guess about when something has happened:
@@ -112,6 +115,18 @@ func (h Harness) setup(t *testing.T) (context.Context, *broker.Backend) {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx, b
+}
+
+// peers is setup for two connections to one engine; it skips the test without NewPeers.
+func (h Harness) peers(t *testing.T) (context.Context, *broker.Backend, *broker.Backend) {
+	t.Helper()
+	if h.NewPeers == nil {
+		t.Skip("Harness.NewPeers is nil: the contracts between processes are not tested")
+	}
+	a, b := h.NewPeers(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx, a, b
 }
 
 // sleepPastExpiry waits out something just created with ttl: ttl plus the backend's expiry lag.

@@ -17,7 +17,60 @@ func claimContracts() []contract {
 		{"RequestDuringHandOutIsNotLost", testClaimRequestedWhileHandedOut},
 		{"AckedRequestsEndAndNewOnesCount", testClaimsAcked},
 		{"UnackedClaimIsRedelivered", testClaimRedelivered},
+		{"WarmHintNeverLosesNorDelaysPastItsEnd", testWarmHintHarmless},
+		{"WarmOwnerFirstThenAnyone", testWarmOwnerFirst},
 	}
+}
+
+// warmFor is the warm window of the warm claim tests.
+const warmFor = 1500 * time.Millisecond
+
+// testWarmHintHarmless holds on every backend, whether it honours warm hints or not: a hint
+// creates no request, and every request is handed out to the other process by the end of
+// the hint (plus the delivery bound), oldest first among those it may take.
+func testWarmHintHarmless(t *testing.T, h Harness) {
+	ctx, warm, other := h.peers(t)
+	until := time.Now().Add(warmFor)
+	fatalIfErr(t, broker.Warm(ctx, warm.Claims, tenantA, until), "warm hint for "+tenantA.String())
+	fatalIfErr(t, broker.Warm(ctx, warm.Claims, tenantC, until), "warm hint for "+tenantC.String())
+	request(t, ctx, other.Claims, tenantA, time.Now().Add(-time.Second))
+	request(t, ctx, other.Claims, tenantB, time.Now())
+	got := map[tenant.ID]bool{}
+	for range 2 {
+		c, err := other.Claims.Next(withTimeout(t, ctx, time.Until(until)+deliverWithin))
+		fatalIfErr(t, err, "next claim on the other process")
+		got[c.Tenant()] = true
+		fatalIfErr(t, c.Ack(ctx), "ack a claim")
+	}
+	if !got[tenantA] || !got[tenantB] {
+		t.Fatalf("expected claims for %s and %s, got %v", tenantA, tenantB, got)
+	}
+	expectNoClaim(t, ctx, other.Claims) // the hint for C made no request
+	expectNoClaim(t, ctx, warm.Claims)
+}
+
+// testWarmOwnerFirst, on a backend that implements broker.WarmClaims: before the hint ends,
+// only the warm process gets the tenant's request (others take younger ones and do not count
+// it as waiting); after, anyone does; a hand-out ends the hint.
+func testWarmOwnerFirst(t *testing.T, h Harness) {
+	ctx, warm, other := h.peers(t)
+	if _, ok := warm.Claims.(broker.WarmClaims); !ok {
+		t.Skip("the backend's Claims do not implement broker.WarmClaims")
+	}
+	until := time.Now().Add(warmFor)
+	fatalIfErr(t, broker.Warm(ctx, warm.Claims, tenantA, until), "warm hint")
+	request(t, ctx, other.Claims, tenantA, time.Now().Add(-time.Second))
+	request(t, ctx, other.Claims, tenantB, time.Now())
+	eventuallyWaiting(t, ctx, other.Claims, 1)
+	eventuallyWaiting(t, ctx, warm.Claims, 2)
+	fatalIfErr(t, expectClaim(t, ctx, other.Claims, tenantB).Ack(ctx), "ack the younger claim")
+	expectNoClaim(t, ctx, other.Claims)
+	fatalIfErr(t, expectClaim(t, ctx, warm.Claims, tenantA).Ack(ctx), "ack the warm claim")
+	// After the hint: anyone.
+	fatalIfErr(t, broker.Warm(ctx, warm.Claims, tenantC, time.Now().Add(warmFor)), "warm hint")
+	request(t, ctx, other.Claims, tenantC, time.Now())
+	c := expectClaimWithin(t, ctx, other.Claims, tenantC, warmFor+deliverWithin)
+	fatalIfErr(t, c.Ack(ctx), "ack the claim after the hint")
 }
 
 // testClaimsOldestFirst: requests are handed out oldest since first, whatever order they were

@@ -12,7 +12,10 @@ import (
 // claims is the shared set of claim requests: one per tenant, handed out oldest since first.
 type claims struct{ c *conn }
 
-var _ broker.Claims = (*claims)(nil)
+var (
+	_ broker.Claims     = (*claims)(nil)
+	_ broker.WarmClaims = (*claims)(nil)
+)
 
 func (cl *claims) Request(ctx context.Context, t tenant.ID, since time.Time) error {
 	if err := cl.c.check(ctx); err != nil {
@@ -27,7 +30,7 @@ func (cl *claims) Next(ctx context.Context) (broker.Claim, error) {
 		return nil, err
 	}
 	for {
-		c, until, changed := cl.c.e.claims.take()
+		c, until, changed := cl.c.e.claims.take(cl.c)
 		if c != nil {
 			c.c = cl.c
 			return c, nil
@@ -42,7 +45,16 @@ func (cl *claims) Waiting(ctx context.Context) (int, error) {
 	if err := cl.c.check(ctx); err != nil {
 		return 0, err
 	}
-	return cl.c.e.claims.waiting(), nil
+	return cl.c.e.claims.waiting(cl.c), nil
+}
+
+// Warm prefers this client for t's next hand-out until until.
+func (cl *claims) Warm(ctx context.Context, t tenant.ID, until time.Time) error {
+	if err := cl.c.check(ctx); err != nil {
+		return err
+	}
+	cl.c.e.claims.warm(t, cl.c, until)
+	return nil
 }
 
 type claim struct {
@@ -65,12 +77,37 @@ func (c *claim) Ack(ctx context.Context) error {
 
 // claimSet holds each tenant's outstanding request. gen changes with every hand-out and
 // every request made during one, so an acknowledgement removes only what it was handed.
+// warm holds the preferred client of tenants whose workspace is warm somewhere.
 type claimSet struct {
 	mu      sync.Mutex
 	ackWait time.Duration
 	items   map[tenant.ID]*claimItem
+	warmFor map[tenant.ID]warmHint
 	gen     uint64
 	changed notifier
+}
+
+// warmHint: only client c may take the tenant's request before until.
+type warmHint struct {
+	c     *conn
+	until time.Time
+}
+
+// excludes reports whether the hint keeps c from the tenant's request at now.
+func (h warmHint) excludes(c *conn, now time.Time) bool {
+	return h.c != nil && h.c != c && now.Before(h.until)
+}
+
+// dropConn ends c's hints: a closed client (a crashed process) holds nothing warm.
+func (s *claimSet) dropConn(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for t, h := range s.warmFor {
+		if h.c == c {
+			delete(s.warmFor, t)
+		}
+	}
+	s.changed.fire()
 }
 
 type claimItem struct {
@@ -80,7 +117,7 @@ type claimItem struct {
 }
 
 func newClaimSet(ackWait time.Duration) *claimSet {
-	return &claimSet{ackWait: ackWait, items: map[tenant.ID]*claimItem{}}
+	return &claimSet{ackWait: ackWait, items: map[tenant.ID]*claimItem{}, warmFor: map[tenant.ID]warmHint{}}
 }
 
 func (it *claimItem) waiting(now time.Time) bool { return it.due.IsZero() || !now.Before(it.due) }
@@ -110,9 +147,23 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// take hands out the waiting request with the oldest since (ties: made first, then tenant);
-// if none waits, it returns when the next hand-out runs out (zero: none) and a change channel.
-func (s *claimSet) take() (*claim, time.Time, <-chan struct{}) {
+func (s *claimSet) warm(t tenant.ID, c *conn, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for k, h := range s.warmFor {
+		if !now.Before(h.until) {
+			delete(s.warmFor, k)
+		}
+	}
+	s.warmFor[t] = warmHint{c: c, until: until}
+	s.changed.fire()
+}
+
+// take hands c the waiting request with the oldest since (ties: made first, then tenant)
+// that no warm hint keeps from c; if none, it returns when the next hand-out or hint runs
+// out (zero: none) and a change channel.
+func (s *claimSet) take(c *conn) (*claim, time.Time, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -120,7 +171,10 @@ func (s *claimSet) take() (*claim, time.Time, <-chan struct{}) {
 	var bt tenant.ID
 	var until time.Time
 	for t, it := range s.items {
+		h := s.warmFor[t]
 		switch {
+		case it.waiting(now) && h.excludes(c, now):
+			until = earliest(until, h.until)
 		case it.waiting(now):
 			if best == nil || before(it, t, best, bt) {
 				best, bt = it, t
@@ -134,7 +188,16 @@ func (s *claimSet) take() (*claim, time.Time, <-chan struct{}) {
 	}
 	s.gen++
 	best.due, best.gen = now.Add(s.ackWait), s.gen
+	delete(s.warmFor, bt)
 	return &claim{t: bt, at: best.at, gen: best.gen}, time.Time{}, nil
+}
+
+// earliest is the earlier of a and b, where zero is "none".
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func before(a *claimItem, at tenant.ID, b *claimItem, bt tenant.ID) bool {
@@ -152,15 +215,17 @@ func (s *claimSet) ack(t tenant.ID, gen uint64) {
 	defer s.mu.Unlock()
 	if it, ok := s.items[t]; ok && it.gen == gen {
 		delete(s.items, t)
+		delete(s.warmFor, t)
 	}
 }
 
-func (s *claimSet) waiting() int {
+// waiting counts the waiting requests c could take.
+func (s *claimSet) waiting(c *conn) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now, n := time.Now(), 0
-	for _, it := range s.items {
-		if it.waiting(now) {
+	for t, it := range s.items {
+		if it.waiting(now) && !s.warmFor[t].excludes(c, now) {
 			n++
 		}
 	}

@@ -21,5 +21,10 @@ func TestConformance(t *testing.T) {
 		MinLeaseTTL:     250 * time.Millisecond,
 		ExpiryLag:       0, // expiry is exact
 		ClaimRedelivery: 500 * time.Millisecond,
+		NewPeers: func(t *testing.T) (*broker.Backend, *broker.Backend) {
+			e := mem.NewEngine(mem.Config{ClaimAckWait: 500 * time.Millisecond})
+			t.Cleanup(func() { _ = e.Close() })
+			return e.Connect(), e.Connect()
+		},
 	})
 }

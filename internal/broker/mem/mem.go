@@ -167,6 +167,7 @@ func (c *conn) close() error {
 		}
 		c.e.leases.dropConn(c)
 		c.e.signals.dropConn(c)
+		c.e.claims.dropConn(c)
 	})
 	return nil
 }

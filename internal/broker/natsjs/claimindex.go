@@ -3,6 +3,7 @@ package natsjs
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,36 +25,62 @@ type claimEntry struct {
 	rev uint64
 }
 
-// watchClaims starts the watch; it ends when the connection closes.
-func watchClaims(kv jetstream.KeyValue) (*claimIndex, error) {
-	// The watch outlives any one call: it is this instance's dispatcher.
-	w, err := kv.WatchAll(context.Background())
+// watchHeartbeat is how often the engine tells an idle watch it is alive: a watch that
+// hears nothing for two of them starts over from where it was (on a cluster, after the node
+// serving it died), so the index lags a lost node by seconds, not by the KV watcher's
+// fixed 5s heartbeat and its resets.
+const watchHeartbeat = time.Second
+
+// watchClaims starts the watch: an ordered consumer on the bucket's stream, last record per
+// key first. It ends when stop is called or the connection closes.
+func watchClaims(js jetstream.JetStream) (*claimIndex, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "KV_"+bucketClaims)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{claimsPrefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		// A process that dies leaves its consumer behind: the engine removes it after this
+		// long without a pull (a live one pulls every PullExpiry), not the default 5 minutes,
+		// so workers that come and go (autoscaling) do not pile them up.
+		InactiveThreshold: 10 * watchHeartbeat})
+	if err != nil {
+		return nil, nil, err
 	}
 	idx := &claimIndex{ready: make(chan struct{}), entries: map[string]claimEntry{}, changed: make(chan struct{})}
-	go idx.follow(w)
-	return idx, nil
-}
-
-func (idx *claimIndex) follow(w jetstream.KeyWatcher) {
 	readyOnce := sync.OnceFunc(func() { close(idx.ready) })
-	defer readyOnce() // a closed connection ends the watch; callers then fail on the engine
-	for e := range w.Updates() {
-		if e == nil {
-			readyOnce()
-			continue
-		}
-		idx.apply(e)
+	if s.CachedInfo().State.Msgs == 0 {
+		readyOnce()
 	}
+	cc, err := c.Consume(func(m jetstream.Msg) { idx.receive(m, readyOnce) },
+		jetstream.PullExpiry(5*watchHeartbeat), jetstream.PullHeartbeat(watchHeartbeat))
+	if err != nil {
+		return nil, nil, err
+	}
+	go func() { <-cc.Closed(); readyOnce() }() // callers then fail on the engine
+	return idx, cc.Stop, nil
 }
 
-func (idx *claimIndex) apply(e jetstream.KeyValueEntry) {
-	var v claimValue
-	if e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &v) != nil {
-		v = claimValue{Done: true}
+// claimsPrefix is the subject prefix of the claims bucket's keys.
+const claimsPrefix = "$KV." + bucketClaims + "."
+
+// receive applies one record; the index is ready once nothing is left to catch up on.
+func (idx *claimIndex) receive(m jetstream.Msg, ready func()) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return
 	}
-	idx.set(e.Key(), claimEntry{v: v, rev: e.Revision()})
+	var v claimValue
+	op := m.Headers().Get("KV-Operation")
+	if op != "" || json.Unmarshal(m.Data(), &v) != nil {
+		v = claimValue{Done: true} // DEL, PURGE or unreadable
+	}
+	idx.set(strings.TrimPrefix(m.Subject(), claimsPrefix), claimEntry{v: v, rev: meta.Sequence.Stream})
+	if meta.NumPending == 0 {
+		ready()
+	}
 }
 
 // set records e for key unless the index already holds a later revision.
@@ -90,14 +117,17 @@ func (idx *claimIndex) changes() <-chan struct{} {
 	return idx.changed
 }
 
-// oldest returns the waiting request with the oldest since (ties: made first, then key), or
-// "" and the time the earliest hand-out runs out (zero if none).
-func (idx *claimIndex) oldest(now time.Time) (key string, best claimEntry, wake time.Time) {
+// oldest returns the waiting request with the oldest since (ties: made first, then key)
+// that no warm preference keeps from taker, or "" and the time the earliest hand-out or
+// preference runs out (zero if none).
+func (idx *claimIndex) oldest(taker string, now time.Time) (key string, best claimEntry, wake time.Time) {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	for k, e := range idx.entries {
 		switch {
 		case e.v.Done:
+		case e.v.waiting(now) && e.v.excludes(taker, now):
+			wake = earliest(wake, e.v.WarmUntil)
 		case e.v.waiting(now):
 			if key == "" || before(e.v, k, best.v, key) {
 				key, best = k, e
@@ -119,12 +149,21 @@ func before(a claimValue, ak string, b claimValue, bk string) bool {
 	return ak < bk
 }
 
-func (idx *claimIndex) waiting(now time.Time) int {
+// earliest is the earlier of a and b, where zero is "none".
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// waiting counts the waiting requests taker could take.
+func (idx *claimIndex) waiting(taker string, now time.Time) int {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	n := 0
 	for _, e := range idx.entries {
-		if e.v.waiting(now) {
+		if e.v.waiting(now) && !e.v.excludes(taker, now) {
 			n++
 		}
 	}

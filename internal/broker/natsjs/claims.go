@@ -28,10 +28,14 @@ type claims struct {
 
 	once sync.Once
 	idx  *claimIndex
+	stop func() // ends the watch
 	err  error
 }
 
-var _ broker.Claims = (*claims)(nil)
+var (
+	_ broker.Claims     = (*claims)(nil)
+	_ broker.WarmClaims = (*claims)(nil)
+)
 
 func newClaims(a *adapter) *claims {
 	return &claims{a: a, kv: a.claimsKV, taker: rand.Text()[:12]}
@@ -44,6 +48,14 @@ type claimValue struct {
 	Taker string    `json:"taker,omitempty"`
 	Until time.Time `json:"until,omitzero"`
 	Done  bool      `json:"done,omitempty"`
+	// Warm is the taker that holds the tenant's workspace warm, preferred until WarmUntil.
+	Warm      string    `json:"warm,omitempty"`
+	WarmUntil time.Time `json:"warmUntil,omitzero"`
+}
+
+// excludes reports whether v's warm preference keeps taker from it at now.
+func (v claimValue) excludes(taker string, now time.Time) bool {
+	return v.Warm != "" && v.Warm != taker && now.Before(v.WarmUntil)
 }
 
 // waiting: outstanding and not handed out (or handed out to a taker whose ack wait passed).
@@ -55,7 +67,7 @@ func (v claimValue) waiting(now time.Time) bool {
 func (v claimValue) merged(exists bool, since, now time.Time) (claimValue, bool) {
 	switch {
 	case !exists || v.Done:
-		return claimValue{Since: since, At: now}, true
+		return claimValue{Since: since, At: now, Warm: v.Warm, WarmUntil: v.WarmUntil}, true
 	case v.Taker != "" && now.Before(v.Until):
 		// Handed out and being decided: make it waiting again, in its place, so the request
 		// survives a taker that drops the claim (its ack will not match this revision).
@@ -95,6 +107,32 @@ func (c *claims) Request(ctx context.Context, t tenant.ID, since time.Time) erro
 	}
 }
 
+// Warm records this instance as t's preferred taker until until. A request handed out right
+// now is left alone (the hand-out ends the preference anyway).
+func (c *claims) Warm(ctx context.Context, t tenant.ID, until time.Time) error {
+	for {
+		cur, rev, err := c.get(ctx, t.Subject())
+		if err != nil {
+			return ctxErr(ctx, fmt.Errorf("natsjs: warm claim %s: %w", t, err))
+		}
+		if rev != 0 && !cur.Done && !cur.waiting(time.Now()) {
+			return nil
+		}
+		if rev == 0 {
+			cur = claimValue{Done: true}
+		}
+		cur.Warm, cur.WarmUntil = c.taker, until
+		err = c.put(ctx, t.Subject(), cur, rev)
+		if isWrongLastSeq(err) {
+			continue
+		}
+		if err != nil {
+			return ctxErr(ctx, fmt.Errorf("natsjs: warm claim %s: %w", t, err))
+		}
+		return nil
+	}
+}
+
 // get returns key's record and revision; revision 0 when there is none.
 func (c *claims) get(ctx context.Context, key string) (claimValue, uint64, error) {
 	var v claimValue
@@ -128,7 +166,7 @@ func (c *claims) Next(ctx context.Context) (broker.Claim, error) {
 	}
 	for {
 		changed := idx.changes()
-		key, e, wake := idx.oldest(time.Now())
+		key, e, wake := idx.oldest(c.taker, time.Now())
 		if key != "" {
 			cl, err := c.take(ctx, idx, key, e)
 			if cl != nil || err != nil {
@@ -152,6 +190,7 @@ func (c *claims) take(ctx context.Context, idx *claimIndex, key string, e claimE
 	}
 	v := e.v
 	v.Taker, v.Until = c.taker, time.Now().Add(c.a.cfg.ClaimAckWait)
+	v.Warm, v.WarmUntil = "", time.Time{}
 	data, _ := json.Marshal(v)
 	rev, err := c.kv.Update(ctx, key, data, e.rev)
 	if isWrongLastSeq(err) {
@@ -187,12 +226,22 @@ func (c *claims) Waiting(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return idx.waiting(time.Now()), nil
+	return idx.waiting(c.taker, time.Now()), nil
+}
+
+var errClosed = errors.New("backend closed")
+
+// close ends the watch, if one started.
+func (c *claims) close() {
+	c.once.Do(func() { c.err = errClosed })
+	if c.stop != nil {
+		c.stop()
+	}
 }
 
 // index starts the watch on first use and waits until it holds the bucket's current records.
 func (c *claims) index(ctx context.Context) (*claimIndex, error) {
-	c.once.Do(func() { c.idx, c.err = watchClaims(c.a.claimsKV) })
+	c.once.Do(func() { c.idx, c.stop, c.err = watchClaims(c.a.js) })
 	if c.err != nil {
 		return nil, fmt.Errorf("natsjs: watch claims: %w", c.err)
 	}

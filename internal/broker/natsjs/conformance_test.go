@@ -18,5 +18,10 @@ func TestConformance(t *testing.T) {
 		ExpiryLag:   300 * time.Millisecond,
 		// natsjstest sets ClaimAckWait to 2s.
 		ClaimRedelivery: 2 * time.Second,
+		NewPeers: func(t *testing.T) (*broker.Backend, *broker.Backend) {
+			env := natsjstest.Start(t, natsjstest.Options{})
+			_, other := natsjstest.Connect(t, env)
+			return env.Backend, other
+		},
 	})
 }

@@ -47,10 +47,11 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 	q := &queue{in: in, t: t, cfg: jetstream.ConsumerConfig{
 		Durable: consumerName(t), FilterSubject: subjInbox + t.Subject(),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: opts.AckWait,
-		MaxAckPending: 1, MaxDeliver: -1, InactiveThreshold: time.Hour, Replicas: in.a.cfg.Replicas,
+		MaxAckPending: 1, MaxDeliver: -1, InactiveThreshold: time.Hour,
 		// The consumer's state need not survive a server restart: the stream keeps every
 		// unacknowledged message and a new consumer delivers them again. Memory means no fsync.
-		MemoryStorage: true,
+		// A work queue's consumers must have its replicas.
+		MemoryStorage: true, Replicas: in.a.cfg.Replicas,
 	}}
 	if err := q.open(ctx); err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: open queue %s: %w", t, err))
@@ -66,6 +67,20 @@ func (q *queue) open(ctx context.Context) error {
 			c, err = q.in.a.inbox.CreateOrUpdateConsumer(ctx, q.cfg)
 		}
 	}
+	if err != nil {
+		return err
+	}
+	q.c = c
+	return nil
+}
+
+// reopen replaces the consumer, whose server no longer answers.
+func (q *queue) reopen(ctx context.Context) error {
+	err := q.in.a.inbox.DeleteConsumer(ctx, q.cfg.Durable)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return err
+	}
+	c, err := q.in.a.inbox.CreateOrUpdateConsumer(ctx, q.cfg)
 	if err != nil {
 		return err
 	}
@@ -175,9 +190,16 @@ type queue struct {
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
 	m, err := fetchOne(ctx, q.c, wait)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted):
 		// The server restarted and lost the in-memory consumer; the messages are still there.
 		if err = q.open(ctx); err == nil {
+			return nil, broker.ErrNoMessage
+		}
+	case errors.Is(err, nats.ErrNoResponders):
+		// No leader for the consumer (a cluster lost a node): a new consumer is placed on the
+		// servers that are up, rather than waiting out its election.
+		if err = q.reopen(ctx); err == nil {
 			return nil, broker.ErrNoMessage
 		}
 	}

@@ -32,7 +32,10 @@ const (
 
 // Config tunes the adapter.
 type Config struct {
-	// Replicas for every stream and bucket: 1 on a single server, 3 on a cluster.
+	// Replicas for every stream and bucket (and the results consumer): 1 on a single
+	// server, 3 on a cluster of three or more. 0 means: what the existing WO_IN stream has
+	// (so a process that does not say never scales a cluster's streams down), else 3 when
+	// the server is part of a cluster and 1 when it is not.
 	Replicas int
 	// ClaimAckWait is how long a claim request handed out may stay unacknowledged before it is
 	// waiting again. Default 5s.
@@ -46,9 +49,6 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
 	if c.ClaimAckWait == 0 {
 		c.ClaimAckWait = 5 * time.Second
 	}
@@ -76,9 +76,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 	if err := a.setup(ctx); err != nil {
 		return nil, err
 	}
+	cl := newClaims(a)
 	return &broker.Backend{
 		Inbox:    &inbox{a: a},
-		Claims:   newClaims(a),
+		Claims:   cl,
 		Leases:   &leases{kv: a.leases, js: js},
 		Results:  &results{a: a},
 		Signals:  &signals{nc: nc},
@@ -86,7 +87,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		Presence: &presence{a: a},
 		Table:    a.table,
 		Blobs:    newBlobOpener(a).open,
-		Close:    func() error { return nil },
+		Close:    func() error { cl.close(); return nil },
 	}, nil
 }
 
@@ -102,11 +103,32 @@ type adapter struct {
 }
 
 func (a *adapter) setup(ctx context.Context) error {
-	steps := []func(context.Context) error{a.setupStreams, a.setupConsumers, a.setupBuckets}
+	steps := []func(context.Context) error{a.setupReplicas, a.setupStreams, a.setupConsumers, a.setupBuckets}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return fmt.Errorf("natsjs: setup: %w", err)
 		}
+	}
+	return nil
+}
+
+// setupReplicas resolves Config.Replicas 0: the inbox stream's when it exists, else 3 on a
+// cluster and 1 on a single server.
+func (a *adapter) setupReplicas(ctx context.Context) error {
+	if a.cfg.Replicas != 0 {
+		return nil
+	}
+	s, err := a.js.Stream(ctx, streamInbox)
+	switch {
+	case err == nil:
+		a.cfg.Replicas = max(1, s.CachedInfo().Config.Replicas)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		a.cfg.Replicas = 1
+		if a.nc.ConnectedClusterName() != "" {
+			a.cfg.Replicas = 3
+		}
+	default:
+		return fmt.Errorf("stream %s: %w", streamInbox, err)
 	}
 	return nil
 }

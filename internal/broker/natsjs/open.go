@@ -7,6 +7,7 @@ import (
 	"net"
 	neturl "net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -18,7 +19,9 @@ import (
 const (
 	// SchemeEmbedded is an engine in this process: embedded:///abs/dir (JetStream's files in dir).
 	SchemeEmbedded = "embedded"
-	// SchemeNATS is an external NATS server or cluster: nats://host:4222[,nats://host2:4222].
+	// SchemeNATS is an external NATS server or cluster: nats://host:4222[,nats://host2:4222],
+	// optionally followed by ?replicas=N (Config.Replicas; default: the existing streams', else
+	// 3 on a cluster and 1 on a single server).
 	SchemeNATS = "nats"
 	// SchemeTLS is SchemeNATS over TLS.
 	SchemeTLS = "tls"
@@ -64,7 +67,7 @@ func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker
 		stop()
 		return nil, err
 	}
-	b, err := owning(ctx, nc, stop)
+	b, err := owning(ctx, nc, Config{Replicas: 1}, stop)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +82,10 @@ func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker
 // openExternal connects to a NATS server or cluster; opts' credentials are sent unless the
 // URL carries its own.
 func openExternal(ctx context.Context, url string, opts broker.Options) (*broker.Backend, error) {
+	url, cfg, err := externalConfig(url)
+	if err != nil {
+		return nil, err
+	}
 	var nopts []nats.Option
 	if opts.User != "" && !HasUserInfo(url) {
 		nopts = append(nopts, nats.UserInfo(opts.User, opts.Password))
@@ -87,23 +94,53 @@ func openExternal(ctx context.Context, url string, opts broker.Options) (*broker
 	if err != nil {
 		return nil, err
 	}
-	b, err := owning(ctx, nc, func() {})
+	b, err := owning(ctx, nc, cfg, func() {})
 	if err != nil {
 		return nil, err
 	}
 	b.Describe, b.Endpoint = "NATS at "+nc.ConnectedUrlRedacted(), redact(url)
+	if name := nc.ConnectedClusterName(); name != "" {
+		b.Describe += " (cluster " + name + ")"
+	}
 	return b, nil
 }
 
+// externalConfig splits the options off an external engine's URL list: the query after the
+// last URL (only replicas=N, 1–5) applies to them all.
+func externalConfig(url string) (string, Config, error) {
+	var cfg Config
+	i := strings.LastIndexByte(url, '?')
+	if i < 0 || strings.LastIndexByte(url, ',') > i {
+		return url, cfg, nil
+	}
+	q, err := neturl.ParseQuery(url[i+1:])
+	if err != nil {
+		return "", cfg, fmt.Errorf("natsjs: %q: %w", redact(url), err)
+	}
+	for k, v := range q {
+		if k != "replicas" {
+			return "", cfg, fmt.Errorf("natsjs: %q: unknown option %q (known: replicas)", redact(url[:i]), k)
+		}
+		n, err := strconv.Atoi(v[len(v)-1])
+		if err != nil || n < 1 || n > 5 {
+			return "", cfg, fmt.Errorf("natsjs: %q: replicas=%s: want 1 to 5 (3 on a cluster of three)", redact(url[:i]), v[len(v)-1])
+		}
+		cfg.Replicas = n
+	}
+	return url[:i], cfg, nil
+}
+
 // owning sets up the backend on nc; its Close closes nc, then calls stop.
-func owning(ctx context.Context, nc *nats.Conn, stop func()) (*broker.Backend, error) {
-	b, err := New(ctx, nc, Config{})
+func owning(ctx context.Context, nc *nats.Conn, cfg Config, stop func()) (*broker.Backend, error) {
+	b, err := New(ctx, nc, cfg)
 	if err != nil {
 		nc.Close()
 		stop()
 		return nil, err
 	}
+	closeBackend := b.Close
 	b.Close = func() error {
+		_ = closeBackend()
 		nc.Close()
 		stop()
 		return nil
