@@ -65,7 +65,9 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 }
 
 // payloadKey is where a job too large for SQS is kept until it is acknowledged.
-func payloadKey(t tenant.ID, jobID string) string { return "inbox/" + t.String() + "/" + jobID + ".json" }
+func payloadKey(t tenant.ID, jobID string) string {
+	return "inbox/" + t.String() + "/" + jobID + ".json"
+}
 
 // send puts the job on its tenant's queue, creating the queue when it is missing (first job,
 // or a queue deleted under us). De-duplicated by job id for SQS's five minutes.

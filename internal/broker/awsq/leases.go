@@ -57,10 +57,10 @@ func (l *leases) tryAcquire(ctx context.Context, t tenant.ID, owner string, ttl 
 	now := time.Now()
 	lease := broker.Lease{Tenant: t, Owner: owner, Token: tok, ClaimedAt: now, ExpiresAt: now.Add(ttl), TTL: ttl, Version: tok}
 	_, err = l.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(l.a.names.leases),
-		Key:                 key(t.String(), noSK),
-		UpdateExpression:    aws.String("SET #o = :o, claimedAt = :now, expiresAt = :exp, ttlMs = :ttl, #tok = :tok, live = :live"),
-		ConditionExpression: aws.String("attribute_not_exists(pk) OR (expiresAt < :free AND #tok < :tok)"),
+		TableName:                aws.String(l.a.names.leases),
+		Key:                      key(t.String(), noSK),
+		UpdateExpression:         aws.String("SET #o = :o, claimedAt = :now, expiresAt = :exp, ttlMs = :ttl, #tok = :tok, live = :live"),
+		ConditionExpression:      aws.String("attribute_not_exists(pk) OR (expiresAt < :free AND #tok < :tok)"),
 		ExpressionAttributeNames: placeholders("#o #tok"),
 		ExpressionAttributeValues: item{
 			":o": str(owner), ":now": num(now.UnixMilli()), ":exp": num(lease.ExpiresAt.UnixMilli()),
@@ -262,4 +262,3 @@ func (l *leases) expiredBetween(ctx context.Context, from, to time.Time) ([]tena
 	}
 	return ts, nil
 }
-

@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/webordinary/webordinary/internal/awstest"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/awsq"
@@ -81,4 +87,25 @@ func Prefix() string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return "t" + hex.EncodeToString(b[:])
+}
+
+// Clients are raw SDK clients on the same emulators as a Config, for tests that reach under
+// the adapter (delete a queue, list a bucket).
+type Clients struct {
+	SQS      *sqs.Client
+	DynamoDB *dynamodb.Client
+	S3       *s3.Client
+}
+
+// ClientsOf returns raw clients for cfg's endpoints.
+func ClientsOf(cfg awsq.Config) Clients {
+	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	return Clients{
+		SQS:      sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(cfg.SQSEndpoint) }),
+		DynamoDB: dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(cfg.DynamoDBEndpoint) }),
+		S3: s3.NewFromConfig(ac, func(o *s3.Options) {
+			o.BaseEndpoint = aws.String(cfg.S3Endpoint)
+			o.UsePathStyle = true
+		}),
+	}
 }
