@@ -1,7 +1,13 @@
 # webordinary: one binary, plus what agents and site builds need at run time.
 #   docker build -t webordinary .
-#   docker run -p 8080:8080 -p 8081:8081 -p 2525:2525 -v wo-data:/data webordinary
-# (Not built in CI: the CI machine has no Docker engine.)
+#   docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#     -p 8080:8080 -p 8081:8081 -p 2525:2525 -v wo-data:/data webordinary
+# The first start generates the API and dashboard token into /data/secrets/api-token and prints
+# it once (docker logs); or pass your own with -e WO_DASHBOARD_TOKEN=... . Serve plus a second
+# worker: docker compose up (compose.yaml). CLI commands in the container find the token in
+# /data: docker exec <container> webordinary status
+# (Not built in CI: the CI machine has no Docker engine; cmd/webordinary TestDockerfileServeStarts
+# runs this image's command line, environment and health check as processes.)
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -29,5 +35,6 @@ WORKDIR /data
 # serve refuses to start rather than run jobs unsandboxed.
 ENV WO_SANDBOX=required WO_DATA=/data WO_HTTP=0.0.0.0:8080 WO_PREVIEW=0.0.0.0:8081 WO_SMTP=0.0.0.0:2525 WO_NATS_LISTEN=
 EXPOSE 8080 8081 2525
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s CMD ["webordinary", "health", "--server", "http://127.0.0.1:8080"]
 ENTRYPOINT ["webordinary"]
 CMD ["serve"]

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/mail"
 	"net/smtp"
 	"os"
@@ -83,11 +82,12 @@ func (f *demoFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	say("serving: API and dashboard %s, SMTP %s", urls["api"], urls["smtp"])
 	token, err := readAPIToken(data)
 	if err != nil {
 		return err
 	}
-	c := &apiClient{base: urls["api"], token: token}
+	c := api.NewClient(urls["api"], token)
 	if err := f.walkthrough(ctx, data, c, urls, key, say); err != nil {
 		return err
 	}
@@ -102,7 +102,8 @@ func (f *demoFlags) run(ctx context.Context) error {
 
 // walkthrough onboards the sample site, emails the sample instruction through SMTP and
 // follows the job to its reply.
-func (f *demoFlags) walkthrough(ctx context.Context, data string, c *apiClient, urls map[string]string, key ed25519.PrivateKey, say func(string, ...any)) error {
+func (f *demoFlags) walkthrough(ctx context.Context, data string, c *api.Client, urls map[string]string, key ed25519.PrivateKey, say func(string, ...any)) error {
+	say("creating the sample site (a local git repository)")
 	repo, err := demo.CreateSampleRepo(ctx, filepath.Join(data, "demo"))
 	if err != nil {
 		return err
@@ -113,8 +114,7 @@ func (f *demoFlags) walkthrough(ctx context.Context, data string, c *apiClient, 
 	}
 	say("sample site: %s (a local git repository)\n      agent: %s", repo, label)
 	p := project.Project{ID: "bakery", RepoURL: repo, Agent: spec, Senders: map[string]string{demoSender: "owner"}}
-	var saved project.Project
-	if err := c.call(ctx, http.MethodPut, "/api/projects/"+p.ID, p, http.StatusOK, &saved); err != nil {
+	if _, err := c.PutProject(ctx, p); err != nil {
 		return err
 	}
 	msg, err := signedSample(key)
@@ -220,12 +220,11 @@ func awaitReady(ctx context.Context, file string, served <-chan error) (map[stri
 
 // follow prints the progress (accepted, claimed, running, final) of the job carried by the
 // email msgID until it ends.
-func follow(ctx context.Context, c *apiClient, msgID string, say func(string, ...any)) (broker.JobRecord, error) {
+func follow(ctx context.Context, c *api.Client, msgID string, say func(string, ...any)) (broker.JobRecord, error) {
 	var last string
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
-		var st api.Status
-		err := c.call(ctx, http.MethodGet, "/api/status", nil, http.StatusOK, &st)
+		st, err := c.Status(ctx)
 		if err != nil {
 			return broker.JobRecord{}, err
 		}
@@ -247,13 +246,13 @@ func follow(ctx context.Context, c *apiClient, msgID string, say func(string, ..
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return broker.JobRecord{}, fmt.Errorf("the demo job did not finish within 10 minutes")
+	return broker.JobRecord{}, fmt.Errorf("the job did not finish within 10 minutes")
 }
 
 func progressLine(j broker.JobRecord, st api.Status) string {
 	switch j.State {
 	case broker.StateQueued:
-		return "job " + j.Job.ID + " accepted for bakery/owner (thread " + j.Job.Thread + "); waiting for a worker"
+		return "job " + j.Job.ID + " accepted for " + j.Job.Tenant.String() + " (thread " + j.Job.Thread + "); waiting for a worker"
 	case broker.StateClaimed, broker.StateRunning:
 		for _, l := range st.Leases {
 			if l.Tenant == j.Job.Tenant.String() {
@@ -265,13 +264,11 @@ func progressLine(j broker.JobRecord, st api.Status) string {
 	return "job " + j.Job.ID + " " + string(j.State)
 }
 
-func report(data string, c *apiClient, rec broker.JobRecord, say func(string, ...any)) {
+func report(data string, c *api.Client, rec broker.JobRecord, say func(string, ...any)) {
 	if rec.Result != nil {
 		say("result: %s — %s", rec.State, strings.TrimSpace(rec.Result.Summary))
-		if u, ok := rec.Result.Details["previewUrls"].([]any); ok {
-			for _, x := range u {
-				say("preview: %v", x)
-			}
+		for _, u := range rec.Result.Report.PreviewURLs {
+			say("preview: %s", u)
 		}
 	}
 	if reply := awaitReply(filepath.Join(data, "outbox"), rec.Job.ID, 30*time.Second); reply != "" {
@@ -280,7 +277,7 @@ func report(data string, c *apiClient, rec broker.JobRecord, say func(string, ..
 		say("the reply is still queued; it will appear in %s", filepath.Join(data, "outbox"))
 	}
 	say("dashboard: %s/?token=%s (the token is in %s; the link sets a cookie)\n      metrics: %s/metrics",
-		c.base, c.token, secretPath(data, apiTokenFile), c.base)
+		c.Base, c.Token, secretPath(data, apiTokenFile), c.Base)
 }
 
 // awaitReply waits for the reply to job in the outbox directory and returns its path.

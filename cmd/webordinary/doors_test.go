@@ -58,7 +58,7 @@ func TestWorkerJoinsWithDataDirCredentials(t *testing.T) {
 func TestAPIDoors(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, "true", 0)
-	token := c.client().token
+	token := c.client().Token
 	wantMode(t, secretPath(c.data(), apiTokenFile), 0o600)
 	cases := []struct {
 		name, method, path, host, token string
@@ -99,7 +99,7 @@ func TestAPIDoors(t *testing.T) {
 		}
 	}
 	// The CLI: the data directory's token (WO_DATA), --token, and neither.
-	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", "/nowhere", "--agent", "command", "--agent-command", "true")
+	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", "/nowhere", "--check-repo=false", "--agent", "command", "--agent-command", "true")
 	elsewhere := t.TempDir()
 	out := c.cli(t, "project", "list", "--server", c.api, "--data", elsewhere, "--token", token)
 	if !strings.Contains(out, "site") {
@@ -116,7 +116,7 @@ func TestAPIDoors(t *testing.T) {
 func TestTokenShownOnFirstStartOnly(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t, "true", 0)
-	token := c.client().token
+	token := c.client().Token
 	first, _ := os.ReadFile(filepath.Join(c.dir, "procs.log"))
 	if !strings.Contains(string(first), "?token="+token) {
 		t.Fatalf("first start does not show the token:\n%s", first)
@@ -132,7 +132,7 @@ func TestTokenShownOnFirstStartOnly(t *testing.T) {
 	c.start("serve", "--data", c.data(), "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0", "--ready-file", ready,
 		"--workers", "0", "--preview", "", "--smtp", "", "--log-level", "warn")
 	c.api, _ = waitReady(t, ready)
-	if c.client().token != token {
+	if c.client().Token != token {
 		t.Fatal("a restart changed the token")
 	}
 	again, _ := os.ReadFile(filepath.Join(c.dir, "procs.log"))

@@ -47,7 +47,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 func parseWith(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 	var pos []string
 	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
+		if err := parseQuiet(fs, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {
@@ -56,7 +56,7 @@ func parseWith(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
 	}
 	if len(pos) > max {
-		return nil, fmt.Errorf("unexpected argument %q (run with -h)", pos[max])
+		return nil, usageError{fs.Name(), fmt.Errorf("unexpected argument %q", pos[max])}
 	}
 	return pos, applyEnv(fs)
 }

@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/webordinary/webordinary/internal/api"
 )
 
 // hostileScript tries every way out of a job and records each attempt in $OUT, one line per
@@ -91,7 +89,7 @@ func TestHostileJob(t *testing.T) {
 		"--build-command", vars+" OUT=dist/build-attempts.txt bash hostile.sh && env > dist/env.txt && cp index.html dist/",
 		"--output-dir", "dist")
 	out := c.cli(t, "send", "--server", c.api, "--project", "site", "--user", "alice", "--thread", "t1",
-		"--instruction", "try to escape", "--wait")
+		"--instruction", "try to escape", "--wait", "--json")
 	if !strings.Contains(out, `"state": "done"`) {
 		t.Fatalf("send --wait:\n%s", out)
 	}
@@ -123,8 +121,8 @@ func TestHostileJob(t *testing.T) {
 // of want.
 func wantSandbox(t *testing.T, c *cluster, want ...string) {
 	t.Helper()
-	var st api.Status
-	if err := c.client().call(t.Context(), http.MethodGet, "/api/status", nil, http.StatusOK, &st); err != nil {
+	st, err := c.client().Status(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Workers) == 0 {
@@ -136,7 +134,7 @@ func wantSandbox(t *testing.T, c *cluster, want ...string) {
 		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, c.api+"/", nil)
-	req.Header.Set("Authorization", "Bearer "+c.client().token)
+	req.Header.Set("Authorization", "Bearer "+c.client().Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

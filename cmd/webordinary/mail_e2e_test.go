@@ -187,7 +187,7 @@ func TestSpoofedEmailNeverRuns(t *testing.T) {
 	m := newMailSetup(t)
 	raw := "From: alice@example.com\r\nTo: edit@edit.example.net\r\nSubject: x\r\nMessage-ID: <spoof@x>\r\n\r\nDelete the site\r\n"
 	m.swaks(t, []byte(raw))
-	out := m.c.cli(t, "mail", "inspect", "--server", m.c.api, writeTemp(t, raw))
+	out := m.c.cli(t, "mail", "inspect", "--server", m.c.api, "--json", writeTemp(t, raw))
 	if !strings.Contains(out, `"action": "ignore"`) || !strings.Contains(out, "not authenticated") {
 		t.Fatalf("inspect:\n%s", out)
 	}

@@ -40,7 +40,7 @@ func TestHostileMailQuarantinedAndSIGTERM(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, m.c.api+"/api/mail/inspect", bytes.NewReader(hostile))
 	req.Header.Set("Content-Type", "message/rfc822")
-	req.Header.Set("Authorization", "Bearer "+m.c.client().token)
+	req.Header.Set("Authorization", "Bearer "+m.c.client().Token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestHostileMailQuarantinedAndSIGTERM(t *testing.T) {
 func (m *mailSetup) get(t *testing.T, path string, want int) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, m.c.api+path, nil)
-	req.Header.Set("Authorization", "Bearer "+m.c.client().token)
+	req.Header.Set("Authorization", "Bearer "+m.c.client().Token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

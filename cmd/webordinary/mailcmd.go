@@ -7,35 +7,55 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
+	"net/mail"
 	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/webordinary/webordinary/internal/api"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
 )
 
-const mailUsage = `Usage: webordinary mail inspect [FILE] [flags]
+const mailUsage = `Usage: webordinary mail <command> [flags]
 
-Prints, as JSON, how a running serve's mail router sees one raw message (stdin when no FILE):
-from, to, subject, message-id, thread resolution, the extracted instruction, attachments,
-authentication verdicts, loop verdict and the decision (run / ignore / refuse, with the reason).
-Nothing is acted on.
+  send --from ADDRESS INSTRUCTION   email an instruction to a serve started with
+                                    --mail-local-testing (on this machine; see README)
+  inspect [FILE]                    how serve's mail router sees a raw message (stdin when no
+                                    FILE): thread, instruction, authentication, decision;
+                                    nothing is acted on
+  quarantine [release|delete ID]    mail set aside as unparseable: list, release or delete
 `
 
 func runMail(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "inspect" {
-		fmt.Fprint(os.Stderr, mailUsage)
-		return flag.ErrHelp
+	if len(args) == 0 {
+		return usageError{"mail", errors.New("missing the command: send, inspect or quarantine\n\n" + mailUsage)}
 	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(usageOut, mailUsage)
+		return flag.ErrHelp
+	case "send":
+		return mailSend(ctx, args[1:])
+	case "inspect":
+		return mailInspect(ctx, args[1:])
+	case "quarantine":
+		return mailQuarantine(ctx, args[1:])
+	}
+	return usageError{"mail", fmt.Errorf("unknown mail command %q\n\n%s", args[0], mailUsage)}
+}
+
+func mailInspect(ctx context.Context, args []string) error {
 	var (
-		cf                       clientFlags
-		ip, helo, mailFrom, rcpt string
+		cf  clientFlags
+		env api.MailEnvelope
 	)
 	fs := newFlags("mail inspect", "[FILE]")
 	cf.register(fs)
-	fs.StringVar(&ip, "ip", "", "connecting IP, for SPF (as if the message arrived from it)")
-	fs.StringVar(&helo, "helo", "", "HELO name")
-	fs.StringVar(&mailFrom, "mail-from", "", "SMTP MAIL FROM")
-	fs.StringVar(&rcpt, "rcpt", "", "SMTP RCPT TO")
-	pos, err := parseWith(fs, args[1:], 1)
+	fs.StringVar(&env.IP, "ip", "", "connecting IP, for SPF (as if the message arrived from it)")
+	fs.StringVar(&env.Helo, "helo", "", "HELO name")
+	fs.StringVar(&env.MailFrom, "mail-from", "", "SMTP MAIL FROM")
+	fs.StringVar(&env.Rcpt, "rcpt", "", "SMTP RCPT TO")
+	pos, err := parseWith(fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -47,16 +67,121 @@ func runMail(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{"ip": {ip}, "helo": {helo}, "mailfrom": {mailFrom}, "rcpt": {rcpt}}
+	if err := looksLikeMail(raw, file); err != nil {
+		return err
+	}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	var report any
-	if err := c.call(ctx, http.MethodPost, "/api/mail/inspect?"+q.Encode(), bytes.NewReader(raw), http.StatusOK, &report); err != nil {
+	rep, err := c.InspectMail(ctx, env, raw)
+	if err != nil {
+		return explain(err)
+	}
+	if cf.json {
+		return printJSON(rep)
+	}
+	printReport(rep)
+	return nil
+}
+
+// looksLikeMail refuses input that is not an email at all (no header block with a From).
+func looksLikeMail(raw []byte, file string) error {
+	if file == "" {
+		file = "stdin"
+	}
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("%s is not an email: %v (want a raw RFC 5322 message, e.g. a .eml file)", file, err)
+	}
+	if msg.Header.Get("From") == "" {
+		return fmt.Errorf("%s is not an email: it has no From header (want a raw RFC 5322 message, e.g. a .eml file)", file)
+	}
+	return nil
+}
+
+// printReport writes the mail router's report for people.
+func printReport(r inbound.Report) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%s\t%s\n", k, v)
+		}
+	}
+	decision := r.Decision.Action
+	if decision == "run" {
+		decision = paint("32", decision)
+	} else {
+		decision = paint("31", decision)
+	}
+	line("decision", decision+": "+r.Decision.Reason)
+	line("from", r.From)
+	line("to", strings.Join(r.To, ", "))
+	line("subject", r.Subject)
+	line("message-id", r.MessageID)
+	if r.Thread.Project != "" {
+		line("thread", fmt.Sprintf("%s/%s thread %s (by %s)", r.Thread.Project, r.Thread.User, r.Thread.Thread, r.Thread.By))
+	}
+	if a := r.Auth; a != nil {
+		line("sender", fmt.Sprintf("authenticated=%v (%s) %s", a.Pass, a.Source, a.Reason))
+	}
+	line("instruction", firstLineOf(r.Instruction, 100))
+	for i, a := range r.Attachments {
+		line(firstOnly(i, "attachments"), fmt.Sprintf("%s (%s, %d bytes)", a.Name, a.ContentType, a.Size))
+	}
+	line("loop", r.Loop)
+	line("problems", strings.Join(r.Problems, "; "))
+}
+
+func mailQuarantine(ctx context.Context, args []string) error {
+	var cf clientFlags
+	fs := newFlags("mail quarantine", "[release ID | delete ID]")
+	cf.register(fs)
+	pos, err := parseWith(fs, args, 2)
+	if err != nil {
 		return err
 	}
-	return printJSON(report)
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) == 0:
+		return listQuarantine(ctx, c, cf.json)
+	case len(pos) == 2 && pos[0] == "release":
+		err = c.ReleaseQuarantined(ctx, pos[1])
+	case len(pos) == 2 && pos[0] == "delete":
+		err = c.DeleteQuarantined(ctx, pos[1])
+	default:
+		return usageError{"mail quarantine", fmt.Errorf("want no argument (list), release ID or delete ID")}
+	}
+	if err != nil {
+		return explain(err)
+	}
+	fmt.Fprintf(os.Stderr, "%sd %s\n", strings.TrimSuffix(pos[0], "e"), pos[1])
+	return nil
+}
+
+func listQuarantine(ctx context.Context, c *api.Client, asJSON bool) error {
+	q, err := c.Quarantined(ctx)
+	if err != nil {
+		return explain(err)
+	}
+	if asJSON {
+		return printJSON(q)
+	}
+	if len(q) == 0 {
+		fmt.Println("the quarantine is empty")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	fmt.Fprintln(w, "ID\tRECEIVED\tFROM\tSIZE\tREASON")
+	for _, m := range q {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", m.ID, ago(m.ReceivedAt), dash(m.MailFrom), m.Size, firstLineOf(m.Reason, 60))
+	}
+	return nil
 }
 
 func readInput(file string) ([]byte, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
@@ -37,6 +38,8 @@ type mailFlags struct {
 	maxBytes                                                      int64
 	perSender, perTenant                                          int
 	parse                                                         message.Limits
+	localTesting                                                  bool
+	localKey                                                      ed25519.PrivateKey
 }
 
 func (m *mailFlags) register(fs *flag.FlagSet) {
@@ -57,6 +60,7 @@ func (m *mailFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.perTenant, "mail-per-tenant", 60, "instructions per project+user per hour")
 	fs.IntVar(&m.parse.MaxDepth, "mail-max-depth", message.DefaultMaxDepth, "deepest MIME nesting parsed; deeper mail is quarantined")
 	fs.DurationVar(&m.parse.Timeout, "mail-parse-timeout", message.DefaultTimeout, "time budget to parse one message; slower mail is quarantined")
+	fs.BoolVar(&m.localTesting, "mail-local-testing", false, "local testing: accept mail from `webordinary mail send` on this machine as authenticated; needs --smtp on loopback; no real DNS for sender checks")
 }
 
 // mail is the running mail front end.
@@ -64,6 +68,7 @@ type mailParts struct {
 	in     *inbound.Inbound
 	smtp   *intake.Server
 	outbox *outbox.Outbox
+	notice string
 }
 
 func (m *mailFlags) domainList() []string {
@@ -82,6 +87,11 @@ func (m *mailFlags) build(ctx context.Context, data string, b *broker.Backend, r
 	if err != nil {
 		return nil, err
 	}
+	if m.localTesting {
+		if err := m.prepareLocalTesting(data); err != nil {
+			return nil, err
+		}
+	}
 	ob, err := m.openOutbox(data, log)
 	if err != nil {
 		return nil, err
@@ -91,7 +101,7 @@ func (m *mailFlags) build(ctx context.Context, data string, b *broker.Backend, r
 	if err != nil {
 		return nil, err
 	}
-	parts := &mailParts{in: in, outbox: ob}
+	parts := &mailParts{in: in, outbox: ob, notice: m.notice()}
 	if m.smtpAddr == "" {
 		return parts, nil
 	}
@@ -125,7 +135,7 @@ func newInbound(ctx context.Context, b *broker.Backend, r *router.Router, cfg in
 func (m *mailFlags) authConfig() (auth.Config, error) {
 	cfg := auth.Config{TrustedAuthServID: m.trustedAuthServ, Resolver: auth.NetResolver{}}
 	if m.dnsFixture == "" {
-		return cfg, nil
+		return m.withLocalTesting(cfg, nil)
 	}
 	f, err := os.Open(m.dnsFixture)
 	if err != nil {
@@ -133,7 +143,7 @@ func (m *mailFlags) authConfig() (auth.Config, error) {
 	}
 	defer f.Close()
 	cfg.Resolver, err = auth.LoadStaticResolver(f)
-	return cfg, err
+	return m.withLocalTesting(cfg, err)
 }
 
 func (m *mailFlags) loadSecret(data string) ([]byte, error) {
@@ -187,7 +197,7 @@ func (p *mailParts) describe(data string) string {
 	if p.smtp == nil {
 		return "no SMTP listener (--smtp '')"
 	}
-	return fmt.Sprintf("smtp://%s for %s (replies: %s)", p.smtp.Addr(), p.in.Address(), "see --smtp-relay; default .eml files in "+filepath.Join(data, "outbox"))
+	return fmt.Sprintf("smtp://%s for %s (replies: %s)%s", p.smtp.Addr(), p.in.Address(), "see --smtp-relay; default .eml files in "+filepath.Join(data, "outbox"), p.notice)
 }
 
 // quarantine is the SMTP intake's quarantine, nil without a listener.

@@ -28,6 +28,8 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	// reference prints the flag reference that README.md embeds (kept true by a test).
 	"reference": runReference,
 	"status":    runStatus,
+	"job":       runJob,
+	"health":    runHealth,
 	"bench":     runBench,
 	"version":   func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
 }
@@ -40,41 +42,63 @@ Commands:
   demo     try it: a sample site, a sample email, the whole flow (start here)
   serve    run everything in one process: engine, router, workers, HTTP API
   worker   run a generic worker against a NATS server (scale-out)
-  project  add, list, show or remove projects (sites)
-  mail     inspect a raw email as the mail router sees it
-  send     submit an instruction to a running serve
+  project  add, list, show, update or remove projects (sites)
+  send     submit an instruction to a running serve (--wait for the result)
+  mail     send an instruction by email (local testing), inspect a raw email, the quarantine
+  job      show, wait for or interrupt one job
   status   show leases, pending jobs, workers and recent jobs
+  health   exit 0 when a serve answers (for container health checks)
   bench    measure the control plane (dispatch latency, throughput, failover, fairness)
   version  print the version
 
 Run 'webordinary <command> -h' for a command's flags. Every flag can also be set with an
-environment variable: --lease-ttl is WO_LEASE_TTL.
+environment variable: --lease-ttl is WO_LEASE_TTL. Commands that talk to serve print for
+people; add --json for scripts.
 `
 
 func main() {
 	reaper.Main()
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+	usageOut = os.Stdout // -h is asked for: its answer goes to stdout, with exit status 0
+	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	run, ok := commands[os.Args[1]]
+	name, args := os.Args[1], os.Args[2:]
+	switch name {
+	case "-h", "--help", "help":
+		if len(args) == 0 {
+			fmt.Print(usage)
+			os.Exit(0)
+		}
+		name, args = args[0], []string{"-h"}
+	}
+	run, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "webordinary: unknown command %q\n\n%s", os.Args[1], usage)
+		fmt.Fprintf(os.Stderr, "webordinary: unknown command %q\n\n%s", name, usage)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[2:])
-	var exit exitError
+	os.Exit(exitCode(name, run(ctx, args)))
+}
+
+// exitCode prints err (once, with a hint for a bad command line) and returns the exit status.
+func exitCode(name string, err error) int {
+	var (
+		exit  exitError
+		usage usageError
+	)
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	case errors.As(err, &exit):
-		os.Exit(int(exit))
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "webordinary %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		return int(exit)
+	case errors.As(err, &usage):
+		fmt.Fprintf(os.Stderr, "webordinary %s: %v\nrun `webordinary %s -h` for its flags\n", usage.command, usage.err, usage.command)
+		return 2
 	}
+	fmt.Fprintf(os.Stderr, "webordinary %s: %v\n", name, err)
+	return 1
 }
 
 // exitError ends the program with a code and no message (the command already printed).

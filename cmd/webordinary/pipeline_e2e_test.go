@@ -27,7 +27,7 @@ func TestServeEditsASiteEndToEnd(t *testing.T) {
 	agent := `sed -i "s|Hello|$WO_INSTRUCTION|" index.html && echo "set the heading to: $WO_INSTRUCTION"`
 	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "command", "--agent-command", agent)
 	out := c.cli(t, "send", "--server", c.api, "--project", "site", "--user", "alice", "--thread", "t1",
-		"--instruction", "Welcome to our bakery", "--wait")
+		"--instruction", "Welcome to our bakery", "--wait", "--json")
 	if !strings.Contains(out, `"state": "done"`) {
 		t.Fatalf("send --wait:\n%s", out)
 	}
@@ -41,7 +41,7 @@ func TestServeEditsASiteEndToEnd(t *testing.T) {
 	if body := fetchPreview(t, "t1.edit.site.localhost:"+preview); !strings.Contains(body, "Welcome to our bakery") {
 		t.Fatalf("preview serves %q", body)
 	}
-	metrics := fetch(t, c.api+"/metrics", c.client().token)
+	metrics := fetch(t, c.api+"/metrics", c.client().Token)
 	for _, want := range []string{`webordinary_jobs_total{state="done"} 1`, `webordinary_claims_total{outcome="acquired"}`,
 		`webordinary_stage_duration_seconds_count{stage="push"} 1`, `webordinary_job_duration_seconds_count{state="done"} 1`} {
 		if !strings.Contains(metrics, want) {

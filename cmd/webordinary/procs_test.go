@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/router"
 )
@@ -118,7 +119,7 @@ func waitReady(t *testing.T, file string) (api, nats string) {
 
 func (c *cluster) submit(ctx context.Context, project, user, instruction string) broker.JobRecord {
 	c.t.Helper()
-	rec, err := postJob(ctx, c.client(), router.Request{Project: project, User: user, Thread: "chaos", Instruction: instruction})
+	rec, err := c.client().Submit(ctx, router.Request{Project: project, User: user, Thread: "chaos", Instruction: instruction})
 	if err != nil {
 		c.t.Fatalf("submit: %v", err)
 	}
@@ -127,7 +128,7 @@ func (c *cluster) submit(ctx context.Context, project, user, instruction string)
 
 func (c *cluster) job(ctx context.Context, id string, within time.Duration) broker.JobRecord {
 	c.t.Helper()
-	rec, err := waitJob(ctx, c.client(), id, within)
+	rec, err := c.client().WaitJob(ctx, id, within)
 	if err != nil {
 		c.t.Fatalf("wait for %s: %v", id, err)
 	}
@@ -156,13 +157,13 @@ func (c *cluster) env() []string {
 }
 
 // client is an API client with the data directory's token.
-func (c *cluster) client() *apiClient {
+func (c *cluster) client() *api.Client {
 	c.t.Helper()
 	token, err := readAPIToken(c.data())
 	if err != nil || token == "" {
 		c.t.Fatalf("API token in %s: %q, %v", c.data(), token, err)
 	}
-	return &apiClient{base: c.api, token: token}
+	return api.NewClient(c.api, token)
 }
 
 // natsCreds are the engine's generated credentials.

@@ -5,38 +5,45 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"net/url"
+	"maps"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/project"
 )
 
-const projectUsage = `Usage: webordinary project <add|list|show|remove> [flags]
+const projectUsage = `Usage: webordinary project <command> [flags]
 
-  add     --id ID --repo URL [--agent claude|codex|opencode|command] [--agent-command CMD] ...
-  list    every project
-  show    --id ID
-  remove  --id ID
+  add ID --repo URL [flags]   add a project (checks the repository; --force replaces one)
+  update ID [flags]           change the flags given, keep the rest (--sender adds a sender)
+  list                        every project
+  show ID                     one project
+  remove ID                   remove a project record
+
+Run 'webordinary project add -h' for the project's flags.
 `
 
 func runProject(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, projectUsage)
-		return flag.ErrHelp
+		return usageError{"project", errors.New("missing the command: add, update, list, show or remove\n\n" + projectUsage)}
 	}
 	switch args[0] {
-	case "add":
-		return projectAdd(ctx, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprint(usageOut, projectUsage)
+		return flag.ErrHelp
+	case "add", "update":
+		return projectPut(ctx, args[0], args[1:])
 	case "list":
 		return projectList(ctx, args[1:])
 	case "show", "remove":
 		return projectOne(ctx, args[0], args[1:])
 	}
-	return fmt.Errorf("unknown project command %q\n\n%s", args[0], projectUsage)
+	return usageError{"project", fmt.Errorf("unknown project command %q\n\n%s", args[0], projectUsage)}
 }
 
 // senders collects repeated --sender ADDRESS=USER flags.
@@ -53,15 +60,9 @@ func (s senders) Set(v string) error {
 	return nil
 }
 
-func projectAdd(ctx context.Context, args []string) error {
-	var (
-		p  project.Project
-		cf clientFlags
-	)
-	p.Senders = senders{}
-	fs := newFlags("project add", "--id ID --repo URL [flags]")
-	cf.register(fs)
-	fs.StringVar(&p.ID, "id", "", "project id (a-z, 0-9, '-')")
+// projectFlags defines a project's flags on fs, bound to p (which gets their defaults).
+func projectFlags(fs *flag.FlagSet, p *project.Project) {
+	fs.StringVar(&p.ID, "id", "", "project id (a-z, 0-9, '-'); or as the argument")
 	fs.StringVar(&p.RepoURL, "repo", "", "the site's git repository (https://, ssh://, git@host:path, or a local path)")
 	fs.StringVar(&p.DefaultBranch, "default-branch", "main", "branch new threads start from")
 	fs.StringVar(&p.BuildCommand, "build-command", "", "build command (default: npm run build when there is a package.json; none otherwise)")
@@ -81,21 +82,95 @@ func projectAdd(ctx context.Context, args []string) error {
 	fs.BoolVar(&p.Acknowledge, "acknowledge", false, "send an acknowledgement with the job's link when an email is accepted")
 	fs.Var((*listFlag)(&p.Env), "env", "variable this project's agent and build get: NAME (the worker's value) or NAME=VALUE (stored in the project record; repeatable; WO_* refused)")
 	fs.BoolVar(&p.BuildOffline, "build-offline", false, "run the build command without network (the install keeps it)")
-	if err := parse(fs, args); err != nil {
+}
+
+// projectPut is `project add` (a new project; --force replaces one) and `project update`
+// (the stored project with the flags given changed).
+func projectPut(ctx context.Context, verb string, args []string) error {
+	var (
+		p            project.Project
+		cf           clientFlags
+		force, check bool
+	)
+	p.Senders = senders{}
+	fs := newFlags("project "+verb, "ID [--repo URL] [flags]")
+	cf.register(fs)
+	projectFlags(fs, &p)
+	if verb == "add" {
+		fs.BoolVar(&force, "force", false, "replace the project if it exists")
+	}
+	fs.BoolVar(&check, "check-repo", true, "check the repository with `git ls-remote` from here first (--check-repo=false when only serve's machine can reach it)")
+	pos, err := parseWith(fs, args, 1)
+	if err != nil {
 		return err
 	}
-	if p.ID == "" || p.RepoURL == "" {
-		return errors.New("--id and --repo are required, e.g. --id my-site --repo https://github.com/me/my-site.git")
+	if len(pos) == 1 {
+		p.ID = pos[0]
+	}
+	if p.ID == "" || (verb == "add" && p.RepoURL == "") {
+		return missing("project "+verb, "webordinary project add my-site --repo https://github.com/me/my-site.git", "the project id", "--repo")
 	}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	var saved project.Project
-	if err := c.call(ctx, http.MethodPut, "/api/projects/"+url.PathEscape(p.ID), p, http.StatusOK, &saved); err != nil {
-		return err
+	old, err := c.Project(ctx, p.ID)
+	switch {
+	case err != nil && !errors.Is(err, api.ErrNotFound):
+		return explain(err)
+	case verb == "add" && err == nil && !force:
+		return fmt.Errorf("project %q exists: change it with `webordinary project update %s --flag value`, or replace it with --force", p.ID, p.ID)
+	case verb == "update" && err != nil:
+		return explainProject(err, p.ID)
+	case verb == "update":
+		if err := applyOnto(fs, &p, old, args); err != nil {
+			return err
+		}
 	}
-	return printJSON(saved)
+	if check && (verb == "add" || p.RepoURL != old.RepoURL) {
+		if err := checkRepo(ctx, p.RepoURL); err != nil {
+			return err
+		}
+	}
+	saved, err := c.PutProject(ctx, p)
+	if err != nil {
+		return explain(err)
+	}
+	if cf.json {
+		return printJSON(saved)
+	}
+	fmt.Printf("project %s %s\n", saved.ID, map[string]string{"add": "added", "update": "updated"}[verb])
+	printProject(saved)
+	return nil
+}
+
+// applyOnto makes p the stored project old with the flags in args applied again (flags set
+// their defaults when defined; only the ones given must change old).
+func applyOnto(fs *flag.FlagSet, p *project.Project, old project.Project, args []string) error {
+	given := p.Senders
+	*p = old
+	clear(given)
+	maps.Copy(given, old.Senders)
+	p.Senders = given
+	_, err := parseWith(fs, args, 1)
+	return err
+}
+
+// checkRepo runs `git ls-remote` on repo and says why it failed.
+func checkRepo(ctx context.Context, repo string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "ls-remote", "--quiet", "--", repo, "HEAD")
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	why, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n") // git's first line says what was wrong
+	if ctx.Err() != nil {
+		why = "no answer within 30s"
+	}
+	return fmt.Errorf("the repository %s cannot be read from here: %s\n(fix the URL or the access; --check-repo=false skips this check when only serve's machine can reach it)", repo, why)
 }
 
 func projectList(ctx context.Context, args []string) error {
@@ -109,15 +184,22 @@ func projectList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var ps []project.Project
-	if err := c.call(ctx, http.MethodGet, "/api/projects", nil, http.StatusOK, &ps); err != nil {
-		return err
+	ps, err := c.Projects(ctx)
+	if err != nil {
+		return explain(err)
+	}
+	if cf.json {
+		return printJSON(ps)
+	}
+	if len(ps) == 0 {
+		fmt.Println("no projects yet: add one with `webordinary project add ID --repo URL`")
+		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	defer w.Flush()
-	fmt.Fprintln(w, "ID\tREPO\tAGENT\tPOLICY\tSENDERS")
+	fmt.Fprintln(w, "ID\tREPOSITORY\tBRANCH\tAGENT\tMAIL AUTH\tSENDERS")
 	for _, p := range ps {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", p.ID, p.RepoURL, p.Agent.Kind, p.InterruptPolicy, len(p.Senders))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.RepoURL, dash(p.DefaultBranch), p.Agent.Kind, dash(p.MailAuth), senderList(p.Senders))
 	}
 	return nil
 }
@@ -127,26 +209,76 @@ func projectOne(ctx context.Context, verb string, args []string) error {
 		cf clientFlags
 		id string
 	)
-	fs := newFlags("project "+verb, "--id ID")
+	fs := newFlags("project "+verb, "ID")
 	cf.register(fs)
-	fs.StringVar(&id, "id", "", "project id")
-	if err := parse(fs, args); err != nil {
+	fs.StringVar(&id, "id", "", "project id (or as the argument)")
+	pos, err := parseWith(fs, args, 1)
+	if err != nil {
 		return err
 	}
-	if id == "" {
-		return errors.New("--id is required")
+	if len(pos) == 1 {
+		id = pos[0]
 	}
-	method, want := http.MethodGet, http.StatusOK
-	if verb == "remove" {
-		method = http.MethodDelete
+	if id == "" {
+		return missing("project "+verb, "webordinary project "+verb+" my-site", "the project id")
 	}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	var out any
-	if err := c.call(ctx, method, "/api/projects/"+url.PathEscape(id), nil, want, &out); err != nil {
-		return err
+	if verb == "remove" {
+		if err := c.RemoveProject(ctx, id); err != nil {
+			return explainProject(err, id)
+		}
+		fmt.Fprintf(os.Stderr, "project %s removed\n", id)
+		return nil
 	}
-	return printJSON(out)
+	p, err := c.Project(ctx, id)
+	if err != nil {
+		return explainProject(err, id)
+	}
+	if cf.json {
+		return printJSON(p)
+	}
+	printProject(p)
+	return nil
+}
+
+// printProject writes a project's settings for people.
+func printProject(p project.Project) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "  %s\t%s\n", k, v)
+		}
+	}
+	line("repository", p.RepoURL)
+	line("branch", p.DefaultBranch)
+	agent := p.Agent.Kind
+	if p.Agent.Command != "" {
+		agent += ": " + p.Agent.Command
+	}
+	line("agent", agent)
+	line("model", p.Agent.Model)
+	if p.Agent.WallClock > 0 {
+		line("limits", fmt.Sprintf("%d turns, $%.2f, %s per run, %s silent", p.Agent.MaxTurns, p.Agent.MaxBudgetUSD, human(p.Agent.WallClock), human(p.Agent.NoOutput)))
+	}
+	line("build", p.BuildCommand)
+	line("output", p.OutputDir)
+	line("interrupts", p.InterruptPolicy)
+	line("mail auth", p.MailAuth)
+	line("senders", senderList(p.Senders))
+	line("env", strings.Join(p.Env, " "))
+}
+
+func senderList(s map[string]string) string {
+	var out []string
+	for _, addr := range slices.Sorted(maps.Keys(s)) {
+		out = append(out, addr+"="+s[addr])
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
 }

@@ -19,6 +19,7 @@ var referenceCommands = []struct {
 	{"project add", runProject, []string{"add"}},
 	{"send", runSend, nil},
 	{"status", runStatus, nil},
+	{"mail send", runMail, []string{"send"}},
 	{"mail inspect", runMail, []string{"inspect"}},
 	{"bench", runBench, nil},
 }

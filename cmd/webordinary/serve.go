@@ -145,7 +145,7 @@ func (f *serveFlags) run(ctx context.Context) error {
 		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: eng.backend, Router: r, Live: hub, Local: localWorkers(pool),
-		Token: f.token, Hosts: hosts, Quarantine: mail.quarantine(), Logger: log})
+		Token: f.token, Hosts: hosts, Quarantine: mail.quarantine(), Notice: f.mail.dashboardNotice(), Logger: log})
 	if err != nil {
 		return err
 	}

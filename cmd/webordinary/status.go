@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"io"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -14,12 +14,10 @@ import (
 func runStatus(ctx context.Context, args []string) error {
 	var (
 		cf      clientFlags
-		asJSON  bool
 		timeout = 10 * time.Second
 	)
 	fs := newFlags("status", "[--json]")
 	cf.register(fs)
-	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -29,34 +27,51 @@ func runStatus(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var st api.Status
-	if err := c.call(ctx, http.MethodGet, "/api/status", nil, http.StatusOK, &st); err != nil {
-		return err
+	st, err := c.Status(ctx)
+	if err != nil {
+		return explain(err)
 	}
-	if asJSON {
+	if cf.json {
 		return printJSON(st)
 	}
-	printStatus(st)
+	printStatus(os.Stdout, st)
 	return nil
 }
 
-func printStatus(st api.Status) {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+// printStatus writes the status as tables, each section only when it has rows.
+func printStatus(out io.Writer, st api.Status) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	defer w.Flush()
-	fmt.Fprintf(w, "LEASES (%d)\tOWNER\tTOKEN\tAGE\tEXPIRES IN\n", len(st.Leases))
-	for _, l := range st.Leases {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", l.Tenant, l.Owner, l.Token, l.Age, l.ExpiresIn)
-	}
-	fmt.Fprintf(w, "\nPENDING (%d tenants, %d claim requests waiting)\tJOBS\tOWNER\t\t\n", len(st.Pending), st.ClaimsWaiting)
-	for _, p := range st.Pending {
-		fmt.Fprintf(w, "%s\t%d\t%s\t\t\n", p.Tenant, p.Pending, p.Owner)
-	}
-	fmt.Fprintf(w, "\nWORKERS (%d)\tSTATE\tTENANT\tJOB\tTOKEN\n", len(st.Workers))
+	fmt.Fprintf(w, "WORKERS (%d)\tSTATE\tTENANT\tJOB\tSANDBOX\n", len(st.Workers))
 	for _, wk := range st.Workers {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", wk.ID, wk.State, wk.Tenant, wk.JobID, wk.LeaseToken)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", wk.ID, wk.State, dash(wk.Tenant), dash(wk.JobID), dash(wk.Sandbox))
 	}
-	fmt.Fprintf(w, "\nRECENT JOBS\tSTATE\tTENANT\tATTEMPTS\tINSTRUCTION\n")
+	if len(st.Leases) > 0 {
+		fmt.Fprintf(w, "\nLEASES (%d)\tOWNER\tTOKEN\tHELD\tEXPIRES IN\n", len(st.Leases))
+		for _, l := range st.Leases {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", l.Tenant, l.Owner, l.Token, human(l.Age), human(l.ExpiresIn))
+		}
+	}
+	if len(st.Pending) > 0 || st.ClaimsWaiting > 0 {
+		fmt.Fprintf(w, "\nPENDING (%d tenants, %d claim requests)\tJOBS\tOWNER\t\t\n", len(st.Pending), st.ClaimsWaiting)
+		for _, p := range st.Pending {
+			fmt.Fprintf(w, "%s\t%d\t%s\t\t\n", p.Tenant, p.Pending, dash(p.Owner))
+		}
+	}
+	fmt.Fprintf(w, "\nRECENT JOBS (%d)\t%s\tTENANT\tTOOK\tACCEPTED\tINSTRUCTION\n", len(st.Jobs), paint("01", "STATE")) // same escape length as the states
 	for _, j := range st.Jobs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.50q\n", j.Job.ID, j.State, j.Job.Tenant, j.Attempts, j.Job.Instruction)
+		took := "-"
+		if j.Result != nil {
+			took = human(j.Result.Duration)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Job.ID, stateColour(string(j.State)), j.Job.Tenant, took,
+			ago(j.Job.AcceptedAt), firstLineOf(j.Job.Instruction, 40))
 	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -103,8 +103,8 @@ type Result struct {
 	Worker     string        `json:"worker,omitempty"`
 	LeaseToken uint64        `json:"leaseToken,omitempty"`
 	FinishedAt time.Time     `json:"finishedAt"`
-	// Details carries processor-specific fields (files changed, commit, preview URLs...).
-	Details map[string]any `json:"details,omitempty"`
+	// Report is what the processor tells about the run (files changed, commit, preview URLs...).
+	Report Report `json:"details,omitzero"`
 	// Job is the job this result is for, without attachment data, so a reply can be sent
 	// and a lost record rebuilt from the result alone.
 	Job *Job `json:"job,omitempty"`

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -72,7 +73,7 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 		Jail: p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}})}
 	res, err := agent.Run(ctx, spec, req)
 	out := worker.Outcome{Summary: res.Summary, ExitCode: res.ExitCode, OutputTail: res.OutputTail,
-		Details: map[string]any{"durationMs": res.Duration.Milliseconds()}}
+		Report: broker.Report{DurationMs: res.Duration.Milliseconds()}}
 	switch {
 	case err != nil:
 		return out, fmt.Errorf("command: %w", err)

@@ -33,6 +33,8 @@ type Config struct {
 	// their Host header besides loopback ones: the public URL's. Any other Host is refused,
 	// token or not (DNS rebinding).
 	Hosts []string
+	// Notice, when set, is shown at the top of every page (serve's local mail testing mode).
+	Notice string
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -2,41 +2,14 @@ package dashboard
 
 import (
 	"cmp"
-	"encoding/json"
-	"maps"
 	"net/url"
 	"slices"
-	"strings"
+
+	"github.com/webordinary/webordinary/internal/broker"
 )
 
-// details are the pipeline's Result.Details, typed. A record read back from storage holds
-// JSON-decoded values (float64, []any), one made in this process holds Go values; both
-// reach this struct through a JSON round trip, and fields of an unexpected type stay empty.
-type details struct {
-	Files           []fileChange     `json:"files"`
-	Diffstat        string           `json:"diffstat"`
-	PreviewURLs     []string         `json:"previewUrls"`
-	Branch          string           `json:"branch"`
-	Commit          string           `json:"commit"`
-	AgentCostUSD    *float64         `json:"agentCostUsd"`
-	AgentTurns      int              `json:"agentTurns"`
-	AgentDurationMs int64            `json:"agentDurationMs"`
-	DurationMs      int64            `json:"durationMs"`
-	StagesMs        map[string]int64 `json:"stagesMs"`
-	BuildLogTail    string           `json:"buildLogTail"`
-	Interrupted     bool             `json:"interrupted"`
-	NoChanges       bool             `json:"noChanges"`
-	Resent          bool             `json:"resent"`
-	// Other holds the keys this page does not know, as JSON.
-	Other []keyValue `json:"-"`
-}
-
-type fileChange struct {
-	Status string `json:"status"`
-	Path   string `json:"path"`
-}
-
-type keyValue struct{ Key, Value string }
+// details is a job's report with what the job page derives from it.
+type details struct{ broker.Report }
 
 // stage is one pipeline stage's time, for the bar chart.
 type stage struct {
@@ -44,26 +17,6 @@ type stage struct {
 	Ms   int64
 	// Percent of the longest stage, for the bar's width.
 	Percent int
-}
-
-var knownDetails = map[string]bool{"files": true, "diffstat": true, "previewUrls": true, "branch": true,
-	"commit": true, "agentCostUsd": true, "agentTurns": true, "agentDurationMs": true, "durationMs": true,
-	"stagesMs": true, "buildLogTail": true, "interrupted": true, "noChanges": true, "resent": true}
-
-func parseDetails(m map[string]any) details {
-	var d details
-	if len(m) == 0 {
-		return d
-	}
-	if raw, err := json.Marshal(m); err == nil {
-		_ = json.Unmarshal(raw, &d) // best effort: mistyped fields stay empty
-	}
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !knownDetails[k] {
-			d.Other = append(d.Other, keyValue{Key: k, Value: plainJSON(m[k])})
-		}
-	}
-	return d
 }
 
 // stageOrder is the pipeline's order; unknown stages follow by name.
@@ -114,12 +67,3 @@ func webURL(s string) bool {
 
 // ShortCommit is the commit's first 10 characters.
 func (d details) ShortCommit() string { return d.Commit[:min(len(d.Commit), 10)] }
-
-// plainJSON is v as compact JSON without HTML escapes (the template escapes it).
-func plainJSON(v any) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return strings.TrimSuffix(b.String(), "\n")
-}

@@ -2,11 +2,12 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
 )
 
 func TestExcerpt(t *testing.T) {
@@ -78,32 +79,16 @@ func TestLoopbackHost(t *testing.T) {
 	}
 }
 
-// TestParseDetails: details read back from storage (JSON-decoded: float64, []any) parse
-// like the processor's Go values; mistyped fields stay empty; unknown keys are kept.
-func TestParseDetails(t *testing.T) {
+// TestDetails: previews are links only for http(s); stages come in pipeline order with bars
+// relative to the longest; the commit is shortened.
+func TestDetails(t *testing.T) {
 	t.Parallel()
-	orig := map[string]any{
-		"files":        []map[string]string{{"status": "M", "path": "a.html"}},
-		"previewUrls":  []string{"https://p.example/", "javascript:x"},
-		"agentCostUsd": 0.5, "agentTurns": 3, "commit": "abcdef0123456789",
-		"stagesMs": map[string]int64{"push": 5, "agent": 100, "zeta": 1, "git": 10},
-		"diffstat": 42, // mistyped
-		"extra":    []int{1, 2},
-	}
-	raw, _ := json.Marshal(orig)
-	var stored map[string]any
-	if err := json.Unmarshal(raw, &stored); err != nil {
-		t.Fatal(err)
-	}
-	for name, m := range map[string]map[string]any{"go values": orig, "stored": stored} {
-		d := parseDetails(m)
-		got := fmt.Sprintf("%v %v %v %d %s %q %v %v", d.Files, d.Previews(), *d.AgentCostUSD, d.AgentTurns,
-			d.ShortCommit(), d.Diffstat, d.Stages(), d.Other)
-		want := `[{M a.html}] [{https://p.example/ true} {javascript:x false}] 0.5 3 abcdef0123 "" ` +
-			`[{git 10 10} {agent 100 100} {push 5 5} {zeta 1 1}] [{extra [1,2]}]`
-		if got != want {
-			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
-		}
+	d := details{broker.Report{PreviewURLs: []string{"https://p.example/", "javascript:x"}, Commit: "abcdef0123456789",
+		StagesMs: map[string]int64{"push": 5, "agent": 100, "zeta": 1, "git": 10}}}
+	got := fmt.Sprintf("%v %s %v", d.Previews(), d.ShortCommit(), d.Stages())
+	want := `[{https://p.example/ true} {javascript:x false}] abcdef0123 [{git 10 10} {agent 100 100} {push 5 5} {zeta 1 1}]`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
 

@@ -83,7 +83,7 @@ func (d *Dashboard) loadJob(ctx context.Context, id string) (jobData, error) {
 	}
 	j := jobData{Rec: rec}
 	if rec.Result != nil {
-		j.Details = parseDetails(rec.Result.Details)
+		j.Details = details{rec.Result.Report}
 	}
 	if rec.State == broker.StateQueued || rec.State == broker.StateClaimed {
 		if l, err := d.b.Leases.Get(ctx, rec.Job.Tenant); err == nil {

@@ -26,7 +26,9 @@ type view struct {
 	Events string
 	// Back is this page's path, where actions on it redirect to.
 	Back string
-	Data any
+	// Notice is Config.Notice, shown on every page.
+	Notice string
+	Data   any
 }
 
 // pages holds one template set per page: the layout, shared parts and the page's content.
@@ -60,7 +62,7 @@ func (p *pages) render(page, name string, v *view) (string, error) {
 
 // write renders a whole page and writes it with status; a render error becomes a 500.
 func (d *Dashboard) write(w http.ResponseWriter, r *http.Request, status int, page string, v *view) {
-	v.CSRF = d.csrf
+	v.CSRF, v.Notice = d.csrf, d.cfg.Notice
 	html, err := d.pages.render(page, "layout", v)
 	if err != nil {
 		d.log.ErrorContext(r.Context(), "render page", "page", page, "err", err)
@@ -173,7 +175,7 @@ func firstPreview(rec broker.JobRecord) string {
 	if rec.Result == nil {
 		return ""
 	}
-	for _, l := range parseDetails(rec.Result.Details).Previews() {
+	for _, l := range (details{rec.Result.Report}).Previews() {
 		if l.Safe {
 			return l.URL
 		}

@@ -113,7 +113,7 @@ func (f *fixture) processor() worker.Processor {
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
-				return worker.Outcome{Details: map[string]any{"interrupted": true}}, context.Cause(ctx)
+				return worker.Outcome{Report: broker.Report{Interrupted: true}}, context.Cause(ctx)
 			}
 		}
 		return outcome(task), nil
@@ -121,16 +121,15 @@ func (f *fixture) processor() worker.Processor {
 }
 
 func outcome(task worker.Task) worker.Outcome {
-	return worker.Outcome{Summary: "Summary: did <" + task.Job.Instruction + ">", Details: map[string]any{
-		"files":        []map[string]string{{"status": "M", "path": "index.html"}, {"status": "A", "path": "<img src=x>.png"}},
-		"diffstat":     " 2 files changed, 3 insertions(+)",
-		"previewUrls":  []string{"http://edit.site.localhost:8080/", "javascript:alert(1)"},
-		"branch":       "thread-" + task.Job.Thread,
-		"commit":       "0123456789abcdef0123456789abcdef01234567",
-		"agentCostUsd": 0.0123,
-		"agentTurns":   4,
-		"stagesMs":     map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
-		"custom":       "<i>x</i>",
+	return worker.Outcome{Summary: "Summary: did <" + task.Job.Instruction + ">", Report: broker.Report{
+		Files:        []broker.FileChange{{Status: "M", Path: "index.html"}, {Status: "A", Path: "<img src=x>.png"}},
+		Diffstat:     " 2 files changed, 3 insertions(+) <i>x</i>",
+		PreviewURLs:  []string{"http://edit.site.localhost:8080/", "javascript:alert(1)"},
+		Branch:       "thread-" + task.Job.Thread,
+		Commit:       "0123456789abcdef0123456789abcdef01234567",
+		AgentCostUSD: 0.0123,
+		AgentTurns:   4,
+		StagesMs:     map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
 	}}
 }
 

@@ -31,7 +31,7 @@ func BenchmarkOverhead1000Pages(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		stages := out.Details["stagesMs"].(map[string]int64)
+		stages := out.Report.StagesMs
 		for k, v := range stages {
 			per[k] += v
 		}

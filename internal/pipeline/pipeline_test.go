@@ -143,7 +143,7 @@ func (f *fixture) page(url, path string) (int, string) {
 }
 
 func urls(out worker.Outcome) []string {
-	u, _ := out.Details["previewUrls"].([]string)
+	u := out.Report.PreviewURLs
 	return u
 }
 
@@ -154,7 +154,7 @@ func TestFirstJobThenFollowUpResumesSession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first job: %v (%+v)", err, out)
 	}
-	sha, _ := out.Details["commit"].(string)
+	sha := out.Report.Commit
 	if got := git(t, f.origin, "rev-parse", "refs/heads/thread-t1"); got != sha || sha == "" {
 		t.Fatalf("origin thread-t1 = %s, want the job's commit %s", got, sha)
 	}
@@ -255,8 +255,8 @@ func TestRedeliveredJobOnlyResendsResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	second, err := f.run(tk)
-	if err != nil || second.Details["resent"] != true || second.Details["commit"] != first.Details["commit"] {
-		t.Fatalf("redelivery: %v %+v", err, second.Details)
+	if err != nil || !second.Report.Resent || second.Report.Commit != first.Report.Commit {
+		t.Fatalf("redelivery: %v %+v", err, second.Report)
 	}
 	if n := git(t, f.origin, "rev-list", "--count", "thread-t1"); n != "2" {
 		t.Fatalf("thread has %s commits; want 2 (init + one)", n)
@@ -276,8 +276,8 @@ func TestInterruptCommitsPartialWork(t *testing.T) {
 	waitFor(t, "the agent's first edit", func() bool { _, e := os.Stat(ws); return e == nil })
 	cancel(worker.ErrInterrupted)
 	<-done
-	if !errors.Is(err, worker.ErrInterrupted) || out.Details["interrupted"] != true {
-		t.Fatalf("interrupted job: %v %+v", err, out.Details)
+	if !errors.Is(err, worker.ErrInterrupted) || !out.Report.Interrupted {
+		t.Fatalf("interrupted job: %v %+v", err, out.Report)
 	}
 	if body := git(t, f.origin, "show", "thread-t1:partial.txt"); body != "half done" {
 		t.Fatalf("partial work on the branch: %q", body)
@@ -329,7 +329,7 @@ func TestAgentSeesNoPlatformSecretsAndAttachmentsAreSanitized(t *testing.T) {
 	files := git(t, f.origin, "ls-tree", "-r", "--name-only", "thread-t1")
 	for _, want := range []string{"public/attachments/passwd", "public/attachments/hidden", "public/attachments/win.ini", "public/attachments/photo-1.jpg"} {
 		if !strings.Contains(files, want) {
-			t.Fatalf("attachment %s missing; tree:\n%s\n%+v", want, files, out.Details)
+			t.Fatalf("attachment %s missing; tree:\n%s\n%+v", want, files, out.Report)
 		}
 	}
 	if strings.Contains(files, "etc/passwd\n") || strings.Contains(files, ".hidden") {
@@ -347,7 +347,7 @@ func TestBuildFailureGetsARepairTurn(t *testing.T) {
 	f := setup(t, files, nil)
 	out, err := f.run(task("t1", "write broken: oops\nreplace Hello with Fixed in index.html"))
 	if err != nil {
-		t.Fatalf("job with a repaired build: %v\n%+v", err, out.Details)
+		t.Fatalf("job with a repaired build: %v\n%+v", err, out.Report)
 	}
 	if _, body := f.page(urls(out)[0], "/"); !strings.Contains(body, "Fixed") {
 		t.Fatalf("preview after repair: %q", body)
@@ -366,8 +366,8 @@ func TestNoChangesNoCommit(t *testing.T) {
 	t.Parallel()
 	f := setup(t, site, nil)
 	out, err := f.run(task("t1", "just look around"))
-	if err != nil || out.Details["noChanges"] != true {
-		t.Fatalf("%v %+v", err, out.Details)
+	if err != nil || !out.Report.NoChanges {
+		t.Fatalf("%v %+v", err, out.Report)
 	}
 }
 
@@ -395,8 +395,8 @@ func TestInterruptAfterTheAgentKeepsTheWork(t *testing.T) {
 		return nil
 	}
 	out, err := f.p.Process(ctx, tk)
-	if !errors.Is(err, worker.ErrInterrupted) || out.Details["interrupted"] != true {
-		t.Fatalf("err %v details %+v", err, out.Details)
+	if !errors.Is(err, worker.ErrInterrupted) || !out.Report.Interrupted {
+		t.Fatalf("err %v details %+v", err, out.Report)
 	}
 	if body := git(t, f.origin, "show", "thread-t1:done.txt"); body != "finished" {
 		t.Fatalf("the finished work was not kept: %q", body)

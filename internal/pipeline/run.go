@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/preview"
@@ -108,7 +109,7 @@ func (r *run) interrupted(ctx context.Context) (worker.Outcome, error) {
 		err = r.push(cctx)
 	}
 	out := r.outcome(sha)
-	out.Details["interrupted"] = true
+	out.Report.Interrupted = true
 	out.Summary = "Interrupted by a newer instruction; partial work committed on " + r.thread.Branch + "."
 	if !committed {
 		out.Summary = "Interrupted by a newer instruction before anything changed."
@@ -172,13 +173,13 @@ func (r *run) resend(ctx context.Context, sha string) (worker.Outcome, error) {
 	}
 	out := r.outcome(sha)
 	out.Summary = "Already done (commit " + short(sha) + "); result sent again."
-	out.Details["resent"] = true
+	out.Report.Resent = true
 	return out, nil
 }
 
 func (r *run) noChanges() worker.Outcome {
 	out := r.outcome("")
-	out.Details["noChanges"] = true
+	out.Report.NoChanges = true
 	out.Summary = strings.TrimSpace(r.agentRes.Summary + "\n\nNo files changed, so nothing was committed.")
 	return out
 }
@@ -240,25 +241,30 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 
 // outcome reports what the run did so far.
 func (r *run) outcome(sha string) worker.Outcome {
-	d := map[string]any{"branch": r.thread.Branch, "stagesMs": r.stages,
-		"durationMs": time.Since(r.start).Milliseconds()}
+	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
+		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs}
 	if sha != "" {
-		d["commit"] = sha
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
-			d["files"], d["diffstat"] = files, stat
+			rep.Files, rep.Diffstat = fileChanges(files), stat
 		}
 	}
-	if len(r.deploy.URLs) > 0 {
-		d["previewUrls"] = r.deploy.URLs
-	}
 	if a := r.agentRes; a.Duration > 0 || a.Session != "" {
-		d["agentCostUsd"], d["agentTurns"], d["agentDurationMs"] = a.CostUSD, a.Turns, a.Duration.Milliseconds()
+		rep.AgentCostUSD, rep.AgentTurns, rep.AgentDurationMs = a.CostUSD, a.Turns, a.Duration.Milliseconds()
 	}
 	if r.buildRes.Log != "" && r.buildRes.Duration > 0 {
-		d["buildLogTail"] = tailString(r.buildRes.Log, 2000)
+		rep.BuildLogTail = tailString(r.buildRes.Log, 2000)
 	}
 	summary := strings.TrimSpace(r.agentRes.Summary)
-	return worker.Outcome{Summary: summary, OutputTail: r.agentRes.OutputTail, Details: d}
+	return worker.Outcome{Summary: summary, OutputTail: r.agentRes.OutputTail, Report: rep}
+}
+
+// fileChanges converts the workspace's changes to the report's.
+func fileChanges(cs []workspace.Change) []broker.FileChange {
+	out := make([]broker.FileChange, len(cs))
+	for i, c := range cs {
+		out[i] = broker.FileChange{Status: c.Status, Path: c.Path}
+	}
+	return out
 }
 
 func tailString(s string, n int) string {

@@ -199,7 +199,7 @@ func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome
 	now := time.Now()
 	res := broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: rec.Job.Thread, State: state,
 		Summary: out.Summary, ExitCode: out.ExitCode, OutputTail: out.OutputTail, Attempt: rec.Attempts,
-		Worker: o.w.id, LeaseToken: o.token, FinishedAt: now, Details: out.Details}
+		Worker: o.w.id, LeaseToken: o.token, FinishedAt: now, Report: out.Report}
 	job := rec.Job.WithoutData()
 	res.Job = &job
 	if !rec.StartedAt.IsZero() {

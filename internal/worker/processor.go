@@ -48,5 +48,5 @@ type Outcome struct {
 	Summary    string
 	ExitCode   int
 	OutputTail string
-	Details    map[string]any
+	Report     broker.Report
 }

@@ -50,7 +50,7 @@ func newResult(t tenant.ID, n int) broker.Result {
 		Worker:     "worker-1",
 		LeaseToken: uint64(n),
 		FinishedAt: time.Now().UTC(),
-		Details:    map[string]any{"commit": fmt.Sprintf("c0ffee%d", n)},
+		Report:     broker.Report{Commit: fmt.Sprintf("c0ffee%d", n)},
 	}
 }
 

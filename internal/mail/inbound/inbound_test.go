@@ -194,7 +194,7 @@ func TestThreadingByTokenAndInReplyTo_AndForeignTokenRefused(t *testing.T) {
 	ctx := context.Background()
 	rec, _ := f.b.Jobs.Get(ctx, first.JobID)
 	if err := f.in.OnResult(ctx, broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: thread, State: broker.StateDone,
-		Summary: "The header is green.", Details: map[string]any{"previewUrls": []any{"http://" + thread + ".edit.site.localhost:8081/"}}}); err != nil {
+		Summary: "The header is green.", Report: broker.Report{PreviewURLs: []string{"http://" + thread + ".edit.site.localhost:8081/"}}}); err != nil {
 		t.Fatal(err)
 	}
 	replies := f.sent(1)

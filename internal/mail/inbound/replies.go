@@ -11,7 +11,6 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/metrics"
-	"github.com/webordinary/webordinary/internal/workspace"
 )
 
 // OnResult turns a job's result into a threaded reply to the sender of the email that carried
@@ -48,7 +47,8 @@ func (in *Inbound) baseReply(job broker.Job, kind outbox.Kind) outbox.Reply {
 	rep := outbox.Reply{Kind: kind, To: mail.Address{Address: job.From},
 		From:    mail.Address{Name: "webordinary", Address: in.Address()},
 		ReplyTo: in.tokens.Address(in.cfg.Local, in.cfg.Domains[0], job.Thread),
-		Subject: job.Subject, InReplyTo: job.MessageID, References: job.References, JobID: job.ID}
+		Subject: job.Subject, InReplyTo: job.MessageID, References: job.References, JobID: job.ID,
+		Understood: job.Instruction}
 	if in.cfg.JobURL != nil {
 		rep.JobURL = in.cfg.JobURL(job.ID)
 	}
@@ -67,61 +67,21 @@ func kindOf(s broker.State) outbox.Kind {
 	return outbox.Failed
 }
 
-// fillResult copies what the pipeline reported into the reply.
+// fillResult copies what the processor reported into the reply.
 func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
-	d := res.Details
+	d := res.Report
 	rep.Summary, rep.Error, rep.Duration, rep.Attempts = res.Summary, res.Error, res.Duration, rec.Attempts
-	rep.Branch, _ = d["branch"].(string)
-	rep.Commit, _ = d["commit"].(string)
-	rep.Diffstat, _ = d["diffstat"].(string)
-	rep.CostUSD, _ = d["agentCostUsd"].(float64)
-	rep.LogTail, _ = d["buildLogTail"].(string)
+	rep.Branch, rep.Commit, rep.Diffstat, rep.CostUSD = d.Branch, d.Commit, d.Diffstat, d.AgentCostUSD
+	rep.LogTail, rep.PreviewURLs = d.BuildLogTail, d.PreviewURLs
 	if rep.LogTail == "" && res.State != broker.StateDone {
 		rep.LogTail = res.OutputTail
 	}
-	for _, u := range anySlice(d["previewUrls"]) {
-		if s, ok := u.(string); ok {
-			rep.PreviewURLs = append(rep.PreviewURLs, s)
-		}
-	}
-	for _, f := range anySlice(d["files"]) {
-		rep.Files = append(rep.Files, fileOf(f))
+	for _, f := range d.Files {
+		rep.Files = append(rep.Files, outbox.File{Status: f.Status, Path: f.Path})
 	}
 	if res.State != broker.StateDone {
 		rep.Hint = hintFor(res.State)
 	}
-}
-
-func anySlice(v any) []any {
-	switch s := v.(type) {
-	case []any:
-		return s
-	case []string:
-		out := make([]any, len(s))
-		for i := range s {
-			out[i] = s[i]
-		}
-		return out
-	case []workspace.Change:
-		out := make([]any, len(s))
-		for i := range s {
-			out[i] = s[i]
-		}
-		return out
-	}
-	return nil
-}
-
-func fileOf(v any) outbox.File {
-	switch f := v.(type) {
-	case workspace.Change:
-		return outbox.File{Status: f.Status, Path: f.Path}
-	case map[string]any:
-		s, _ := f["status"].(string)
-		p, _ := f["path"].(string)
-		return outbox.File{Status: s, Path: p}
-	}
-	return outbox.File{Path: fmt.Sprint(v)}
 }
 
 func hintFor(s broker.State) string {

@@ -265,3 +265,35 @@ func TestHumanDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeQuotesTheInstructionBack checks that replies about a job say how the instruction
+// was read, and say so when it was a guess; refusals do not.
+func TestComposeQuotesTheInstructionBack(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind    Kind
+		guessed bool
+		want    string // "" means the quote-back is absent
+	}{
+		{Done, false, "I read your request as:"},
+		{Received, true, "I wasn't sure which part of your email was new, so I read your request as:"},
+		{Failed, false, "I read your request as:"},
+		{Refused, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.kind), func(t *testing.T) {
+			t.Parallel()
+			r := sampleReply()
+			r.Kind, r.Understood, r.Guessed = tt.kind, "Make the header green.", tt.guessed
+			msg, err := Compose(r, newClock().Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := parse(t, msg)
+			has := strings.Contains(p.Text, "read your request as:") && strings.Contains(p.Text, "Make the header green.")
+			if tt.want == "" && has || tt.want != "" && (!has || !strings.Contains(p.Text, tt.want)) {
+				t.Errorf("text part, want quote-back %q:\n%s", tt.want, p.Text)
+			}
+		})
+	}
+}

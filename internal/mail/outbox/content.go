@@ -60,6 +60,24 @@ const (
 
 // bodyOf returns the copy for the reply's kind.
 func bodyOf(r Reply) content {
+	c := kindBody(r)
+	if r.Understood != "" && r.Kind != Refused && r.Kind != RateLimited {
+		c.add(understood(r))
+	}
+	return c
+}
+
+// understood quotes the instruction back as it was read.
+func understood(r Reply) block {
+	title := "I read your request as:"
+	if r.Guessed {
+		title = "I wasn't sure which part of your email was new, so I read your request as:"
+	}
+	return block{Kind: "pre", Title: title, Text: r.Understood}
+}
+
+// kindBody returns the copy particular to the reply's kind.
+func kindBody(r Reply) content {
 	switch r.Kind {
 	case Done:
 		return doneBody(r)

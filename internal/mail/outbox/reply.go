@@ -86,6 +86,11 @@ type Reply struct {
 	LogTail string
 	// JobURL is a link to follow the job; optional.
 	JobURL string
+	// Understood is the instruction as it was read from the owner's email; replies about a job
+	// quote it back ("I read your request as: …"). Optional.
+	Understood string
+	// Guessed says Understood is a best guess (nothing was clearly new in the email).
+	Guessed bool
 }
 
 // validate checks the fields Compose cannot do without.

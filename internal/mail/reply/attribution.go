@@ -12,7 +12,7 @@ var attributionPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`^am\b.{3,250}\bschrieb\b.{0,250}:$`),                             // German
 	regexp.MustCompile(`^le\b.{3,250}\ba écrit ?:$`),                                     // French
 	regexp.MustCompile(`^el\b.{3,250}\bescribió ?:$`),                                    // Spanish
-	regexp.MustCompile(`^il\b.{3,250}\bha scritto ?:$`),                                  // Italian
+	regexp.MustCompile(`^(il|in data)\b.{3,250}\bha scritto ?:$`),                        // Italian
 	regexp.MustCompile(`^op\b.{3,250}\b(schreef\b.{0,250}|het volgende geschreven) ?:$`), // Dutch
 	regexp.MustCompile(`^em\b.{3,250}\bescreveu ?:$`),                                    // Portuguese
 	regexp.MustCompile(`^den\b.{3,250}\bskrev\b.{0,250}:$`),                              // Swedish, Danish, Norwegian
@@ -22,6 +22,10 @@ var attributionPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`^.{1,250}に.{1,250}が書きました ?[:：]$`),                                // Japanese (Thunderbird)
 	regexp.MustCompile(`^.{1,250}(写道|寫道) ?[:：]$`),                                        // Chinese
 	regexp.MustCompile(`^.{1,250}のメール ?[:：]$`),                                           // Japanese (Apple Mail)
+	regexp.MustCompile(`^.{3,250}\bkirjoitti ?:$`),                                       // Finnish
+	regexp.MustCompile(`^.{3,250}\b(napsal|napsala|napsal\(a\)) ?:$`),                    // Czech
+	regexp.MustCompile(`^.{3,250}\byazdı ?:$`),                                           // Turkish
+	regexp.MustCompile(`^.{3,250}\s(írta|írt) ?:$`),                                      // Hungarian
 	regexp.MustCompile(`^.{1,120}\bwrote ?:$`),                                           // "Name wrote:"
 }
 
@@ -51,6 +55,9 @@ func attribution(lines []string, i int) (n int, strong bool) {
 		}
 		joined = strings.TrimSpace(joined + " " + squash(l))
 		if matched, strong := matchAttribution(joined); matched {
+			if n > 1 && startsLater(lines, i, n) {
+				return 0, false
+			}
 			return n, strong
 		}
 	}
@@ -63,8 +70,17 @@ const maxAttributionLen = 400
 // matchAttribution checks one candidate attribution line. Every attribution ends with a colon,
 // which is checked first because it is cheap.
 func matchAttribution(l string) (matched, strong bool) {
-	if len(l) > maxAttributionLen || !(strings.HasSuffix(l, ":") || strings.HasSuffix(l, "：")) {
+	if len(l) > maxAttributionLen {
 		return false, false
+	}
+	if dashedAttribution.MatchString(l) || bareAttribution.MatchString(l) {
+		return true, true
+	}
+	if !(strings.HasSuffix(l, ":") || strings.HasSuffix(l, "：")) {
+		return false, false
+	}
+	if dateAttribution.MatchString(l) {
+		return true, true
 	}
 	for _, p := range attributionPatterns {
 		if p.MatchString(l) {
@@ -82,3 +98,34 @@ var inlineAttribution = regexp.MustCompile(`^on\b.{3,200}@.{1,200}\bwrote:\s+\S`
 func isInlineAttribution(l string) bool {
 	return inlineAttribution.MatchString(squash(l))
 }
+
+// dashedAttribution is the Zoho and Yahoo form without a colon: "---- On … wrote ----".
+var dashedAttribution = regexp.MustCompile(`^-{2,}\s*on\b.{3,250}\bwrote\s*-{2,}$`)
+
+// bareAttribution is an English attribution that lost its colon but carries a date and an
+// address: "On Wed, 14 Nov 2018 08:14:43 -0200 John Doe <john@doe.com> wrote".
+var bareAttribution = regexp.MustCompile(`^on\b.{3,250}@.{1,250}\bwrote$`)
+
+// dateAttribution is an attribution in no particular language: a date or time and an address,
+// ending in a colon ("2017-11-24 16:32 GMT+01:00 Name <a@b.c>:", "ср, 30 апр. 2025 г. в 15:19,
+// Name <a@b.c>:"). It needs both a numeric date or time and an address in angle brackets.
+var dateAttribution = regexp.MustCompile(`^.{0,120}(\d{1,4}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2}[:.]\d{2}).{0,160}<[^<>\s]+@[^<>\s]+>\s*[:：]$`)
+
+// startsLater reports whether the attribution found over lines[i:i+n] is really one that starts
+// on a later line, with the line at i being the person's own last line written directly above it
+// (Android Gmail leaves no blank line there).
+func startsLater(lines []string, i, n int) bool {
+	for j := i + 1; j < i+n; j++ {
+		if !attributionOpener.MatchString(squash(lines[j])) {
+			continue
+		}
+		if m, _ := attribution(lines[:i+n], j); m > 0 && j+m == i+n {
+			return true
+		}
+	}
+	return false
+}
+
+// attributionOpener matches the words an attribution line starts with in the languages whose
+// attribution leads with them ("On …", "Am …", "Le …").
+var attributionOpener = regexp.MustCompile(`^(on|am|le|el|il|in data|op|em|den|w dniu)\b`)

@@ -45,7 +45,11 @@ func isForwardHeader(tail []string, i, start int) bool {
 	if label(l) != "" {
 		return true
 	}
-	return i > start && strings.Contains(l, "@") && !strings.Contains(strings.TrimSpace(l), " ")
+	if i == start {
+		return false
+	}
+	wrapped := i+1 < len(tail) && label(tail[i+1]) != "" // a value wrapped between two labels
+	return wrapped || (strings.Contains(l, "@") && !strings.Contains(strings.TrimSpace(l), " "))
 }
 
 // unquoteLeadingBlock removes one level of quoting from the quote block the lines start with, if

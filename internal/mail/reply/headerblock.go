@@ -11,16 +11,19 @@ const headerWindow = 8
 // three keeps content lines such as "From: Monday to Friday" or an event's "From: 10am / To: 2pm /
 // Date: Saturday" in the text.
 func isHeaderBlock(lines []string, i int) bool {
-	if !fromLabels[label(lines[i])] {
+	first := label(lines[i])
+	dateFirst := sentLabels[first] && fullDate.MatchString(lines[i])
+	if !fromLabels[first] && !dateFirst {
 		return false
 	}
-	var sent, toOrSubject bool
+	from, sent, toOrSubject := !dateFirst, dateFirst, false
 	for _, l := range headerFollowers(lines, i) {
 		lb := label(l)
+		from = from || fromLabels[lb]
 		sent = sent || (sentLabels[lb] && fullDate.MatchString(l))
 		toOrSubject = toOrSubject || toLabels[lb] || subjectLabels[lb]
 	}
-	return sent && toOrSubject
+	return from && sent && toOrSubject
 }
 
 // fullDate matches a date with a year, as header blocks write the sent date: "January 6, 2025",

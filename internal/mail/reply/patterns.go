@@ -6,7 +6,7 @@ import (
 )
 
 // originalMarker matches "-----Original Message-----" and its localized and Samsung variants.
-var originalMarker = regexp.MustCompile(`^-{2,}\s*(original message|original nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
+var originalMarker = regexp.MustCompile(`^-{2,}\s*(original message|original nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
 
 // isOriginalMarker reports whether l is an "Original Message" separator.
 func isOriginalMarker(l string) bool {
@@ -81,7 +81,7 @@ func labelSet(words string) map[string]bool {
 // Header block labels by role, in the languages Outlook and other clients write them.
 var (
 	fromLabels    = labelSet("from|von|de|da|van|från|fra|od|от|差出人|发件人|寄件者")
-	sentLabels    = labelSet("sent|date|gesendet|datum|envoyé|date d'envoi|enviado el|enviado|enviada|data|inviato|verzonden|verstuurd|skickat|sendt|wysłano|wysłane|отправлено|дата|送信日時|日付|发送时间|日期")
-	toLabels      = labelSet("to|an|à|a|para|aan|till|til|do|кому|宛先|收件人|cc|kopie|cco|bcc")
-	subjectLabels = labelSet("subject|betreff|objet|asunto|oggetto|onderwerp|ämne|emne|temat|assunto|тема|件名|主题")
+	sentLabels    = labelSet("sent|date|message du|gesendet|datum|envoyé|date d'envoi|enviado el|enviado|enviada|data|inviato|verzonden|verstuurd|skickat|sendt|wysłano|wysłane|отправлено|дата|送信日時|日付|发送时间|日期")
+	toLabels      = labelSet("to|an|à|a|copie à|para|aan|till|til|do|кому|宛先|收件人|cc|kopie|cco|bcc")
+	subjectLabels = labelSet("subject|sujet|betreff|objet|asunto|oggetto|onderwerp|ämne|emne|temat|assunto|тема|件名|主题")
 )

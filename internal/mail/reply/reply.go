@@ -8,13 +8,27 @@ type Result struct {
 	Forwarded bool   // the message forwards another one (the new text is what the forwarder wrote above it)
 	Quoted    string // what was removed as quoted history (for debugging)
 	Signature string // what was removed as signature/footer
+	// Guessed is set when extraction found nothing new but the body has unquoted text: Text is
+	// then the best candidate (the unquoted text, attribution and signature removed), and the
+	// reply should say the instruction was guessed.
+	Guessed bool
 }
 
 // Extract returns only the new text a person wrote in an email body: quoted history, signatures
 // and mobile footers removed. Forwarded mail is handled deliberately: see Result and the package
 // documentation. Extract is a pure function, safe for concurrent use.
 func Extract(body string) Result {
-	return extractLines(splitLines(body), 0)
+	lines := splitLines(body)
+	own := extractLines(lines, 0)
+	if own.Forwarded {
+		return own
+	}
+	own.Text = choose(own, trimmed(body, historyLine(lines)))
+	if own.Text == "" {
+		own.Text = bestCandidate(lines)
+		own.Guessed = own.Text != ""
+	}
+	return own
 }
 
 // maxForwardDepth bounds recursion into forwarded-within-forwarded messages.
@@ -64,4 +78,39 @@ func joinText(lines []string) string {
 		b.WriteString(l)
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// historyLine returns the line where our own scan saw trailing history start, or "".
+func historyLine(lines []string) string {
+	if s := scan(lines); s.start >= 0 {
+		return lines[s.start]
+	}
+	return ""
+}
+
+// bestCandidate is the instruction when extraction left nothing: every unquoted line except the
+// attribution or header line history was taken to start at, signature removed. An owner who
+// wrote below an unquoted "On … wrote:" line is not ignored.
+func bestCandidate(lines []string) string {
+	s := scan(lines)
+	skipFrom, skipTo := s.start, s.start
+	if s.start >= 0 {
+		n, _ := attribution(lines, s.start)
+		skipTo = s.start + max(n, 1)
+	}
+	var out []string
+	for i, l := range lines {
+		if isQuoted(l) || (i >= skipFrom && i < skipTo) || label(l) != "" && i >= skipFrom && skipFrom >= 0 && i < skipFrom+headerWindow && s.history == historyHeaders {
+			continue
+		}
+		out = append(out, l)
+	}
+	if text, _ := stripSignature(out); !isBlank(text) {
+		return joinText(text)
+	}
+	text, sig := cutSigDash(out) // all of it looked like a signature: still the person's words
+	if isBlank(text) && len(sig) > 0 {
+		text = sig[1:]
+	}
+	return joinText(text)
 }

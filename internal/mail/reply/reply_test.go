@@ -61,9 +61,10 @@ func TestExtractFields(t *testing.T) {
 			want: reply.Result{},
 		},
 		{
+			// discourse's trimmer convention, adopted with it: a body that is only a quote is kept.
 			name:      "only a quote",
 			body:      "> Should we publish?\n",
-			want:      reply.Result{},
+			want:      reply.Result{Text: "> Should we publish?"},
 			quotedHas: "> Should we publish?",
 		},
 	}

@@ -18,11 +18,12 @@ type scanResult struct {
 	forward int         // index of the forward marker line, or -1
 	history historyKind // how trailing unquoted history started, if it did
 	headers int         // with historyHeaders: index of the first header line after any marker
+	start   int         // index where trailing history (or a forward) starts, or -1
 }
 
 // scan walks the lines top to bottom and sorts them into kept and quoted.
 func scan(lines []string) scanResult {
-	s := scanResult{forward: -1}
+	s := scanResult{forward: -1, start: -1}
 	for i := 0; i < len(lines); {
 		i = s.step(lines, i)
 	}
@@ -33,7 +34,7 @@ func scan(lines []string) scanResult {
 func (s *scanResult) step(lines []string, i int) int {
 	switch {
 	case isForwardMarker(lines[i]):
-		s.forward = i
+		s.forward, s.start = i, i
 		return len(lines)
 	case isOriginalMarker(lines[i]):
 		return s.startHistory(lines, i, historyHeaders, i+1)
@@ -130,6 +131,7 @@ func (s *scanResult) startHistory(lines []string, i int, kind historyKind, heade
 		s.kept = s.kept[:last]
 	}
 	s.quoted = append(s.quoted, lines[i:]...)
+	s.start = i
 	s.history = kind
 	s.headers = headers
 	return len(lines)

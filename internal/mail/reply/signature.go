@@ -38,7 +38,7 @@ func cutSigDash(lines []string) (text, sig []string) {
 var footerPatterns = regexp.MustCompile(`^(` + strings.Join([]string{
 	`sent from my .{1,60}`,
 	`sent (from|via|with) (outlook|yahoo mail|mail for windows|proton ?mail|aol|gmail|the .{1,40} app|samsung|blackberry).{0,60}`,
-	`get outlook for (ios|android)`,
+	`(get|télécharger|obtenir|scarica|descargar|baixe|hent|skaffa|pobierz|download) outlook (for|pour|per|para|voor|för|dla|für) (ios|android)`,
 	`von meinem .{1,40} gesendet`,
 	`gesendet (von|mit) .{1,60}`,
 	`envoyé (de|depuis) (mon|ma|mon) .{1,40}`,
