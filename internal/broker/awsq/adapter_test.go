@@ -294,3 +294,10 @@ func eventually(t *testing.T, within time.Duration, cond func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func mustTenant(t *testing.T, project string) tenant.ID {
+	t.Helper()
+	tn, err := tenant.New(project, "alice")
+	must(t, err, "tenant")
+	return tn
+}

@@ -263,8 +263,22 @@ func (a *adapter) close() error {
 	case <-done:
 	case <-time.After(a.cfg.PollWait + 5*time.Second):
 	}
+	a.deleteSignalQueue()
 	a.stopBg()
 	return nil
+}
+
+// deleteSignalQueue removes this process's signal queue, if it made one: nobody else reads it.
+func (a *adapter) deleteSignalQueue() {
+	u, ok := a.urls.Load(a.names.signalQueue(a.process))
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(a.bg, 10*time.Second)
+	defer cancel()
+	if _, err := a.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u.(string))}); err != nil {
+		a.cfg.Logger.Warn("awsq: delete the signal queue", "err", err)
+	}
 }
 
 // register adds r to the receivers Close stops; false when the backend is closed.
