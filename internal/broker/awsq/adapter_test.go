@@ -301,3 +301,25 @@ func mustTenant(t *testing.T, project string) tenant.ID {
 	must(t, err, "tenant")
 	return tn
 }
+
+// TestRepublishAfterAckIsPruned: a job id published again after its ack, inside SQS's
+// de-duplication window, is dropped by SQS but counted by the ledger; the owner's next empty
+// long poll removes that phantom, so it cannot make claims loop.
+func TestRepublishAfterAckIsPruned(t *testing.T) {
+	ctx, cfg := setup(t, awsq.Config{})
+	b := awsqtest.Open(t, cfg)
+	job := newJob(alice, 1)
+	must(t, b.Inbox.Publish(ctx, job), "publish")
+	q := open(t, ctx, b, alice, 30*time.Second)
+	must(t, next(t, ctx, q, job, 5*time.Second).Ack(ctx), "ack")
+	must(t, b.Inbox.Publish(ctx, job), "publish the acknowledged job again")
+	if d, err := q.Next(ctx, 3*cfg.PollWait); err == nil {
+		t.Fatalf("expected SQS to drop the republished job, got %s", d.Job().ID)
+	}
+	eventually(t, 2*cfg.PollWait+5*time.Second, func() error {
+		if n, err := b.Inbox.Pending(ctx, alice); err != nil || n != 0 {
+			return fmt.Errorf("expected the phantom pruned (0 pending), got %d, %v", n, err)
+		}
+		return nil
+	})
+}

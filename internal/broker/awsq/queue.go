@@ -33,8 +33,54 @@ var _ broker.Queue = (*queue)(nil)
 
 func newQueue(a *adapter, t tenant.ID, ackWait time.Duration) *queue {
 	name := a.names.tenantQueue(t)
-	return &queue{a: a, t: t, id: randomID(), name: name, ackWait: ackWait,
+	q := &queue{a: a, t: t, id: randomID(), name: name, ackWait: ackWait,
 		r: newReceiver(a, name, 1, ackWait, true)}
+	q.r.empty = q.prunePhantoms
+	return q
+}
+
+// prunePhantoms runs after a long poll that began at start found the queue empty. If the
+// ledger still counts jobs, nothing was counted since start, no publish is half done and SQS
+// holds no message at all, the counted ids are phantoms (a job id republished after its ack
+// inside SQS's de-duplication window is dropped by SQS but counted): they would make claims
+// loop, so they are removed. sentAt is set, so Tenants' sweep looks into the queue once more
+// after SweepAfter, should SQS's approximate count have been wrong.
+func (q *queue) prunePhantoms(start time.Time) {
+	if q.busy() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(q.a.bg, 10*time.Second)
+	defer cancel()
+	it, err := q.a.ledger(ctx, q.t)
+	ids := getSS(it, "pending")
+	if err != nil || len(ids) == 0 || getN(it, "countedAt") >= start.UnixMilli() || getN(it, "sentAt") > getN(it, "countedAt") {
+		return
+	}
+	if n, err := q.a.queueDepth(ctx, q.name); err != nil || n > 0 {
+		return
+	}
+	_, err = q.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(q.a.names.inbox), Key: key(q.t.String(), noSK),
+		UpdateExpression:          aws.String("DELETE pending :ids SET sentAt = :now"),
+		ConditionExpression:       aws.String("countedAt = :c AND opener = :me"),
+		ExpressionAttributeValues: item{":ids": set(ids...), ":now": num(nowMs()), ":c": it["countedAt"], ":me": str(q.id)},
+	})
+	if err == nil {
+		q.a.cfg.Logger.Warn("awsq: removed counted jobs that SQS does not hold", "tenant", q.t.String(), "jobs", ids)
+	}
+}
+
+// busy reports whether a delivery of this queue is unsettled or a message is kept for it.
+func (q *queue) busy() bool {
+	q.mu.Lock()
+	d := q.current
+	q.mu.Unlock()
+	if d != nil && !d.isSettled() {
+		return true
+	}
+	q.r.mu.Lock()
+	defer q.r.mu.Unlock()
+	return len(q.r.ready) > 0
 }
 
 // open records this opener in the ledger and makes the delivery a previous holder left

@@ -26,6 +26,8 @@ type receiver struct {
 	// hold keeps a message that arrived with no caller waiting for the next caller; otherwise
 	// it is given back at once so another process can have it.
 	hold bool
+	// empty, when set, is called after a receive that began at start brought nothing.
+	empty func(start time.Time)
 
 	mu      sync.Mutex
 	ready   []received
@@ -112,7 +114,11 @@ func (r *receiver) poll() {
 		if !ok {
 			return
 		}
+		start := time.Now()
 		msgs, err := r.receive(n)
+		if err == nil && len(msgs) == 0 && r.empty != nil {
+			r.empty(start)
+		}
 		if err != nil {
 			r.a.cfg.Logger.Warn("awsq: receive failed; retrying", "queue", r.queue, "err", err)
 			time.Sleep(time.Second)
