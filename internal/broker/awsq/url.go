@@ -1,10 +1,14 @@
 package awsq
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
 )
 
 // ParseURL reads a backend URL into a Config:
@@ -56,4 +60,21 @@ func configFromQuery(q url.Values) (Config, error) {
 		cfg.PollWait = d
 	}
 	return cfg, nil
+}
+
+// Open parses an aws:// URL and returns its backend; logger may be nil.
+//
+// TODO(app): when broker.Open with its scheme registry (branch app) is on main, register this
+// scheme from an init func in this file:
+//
+//	broker.Register("aws", func(ctx context.Context, url string, opts broker.Options) (*broker.Backend, error) {
+//		return Open(ctx, url, opts.Logger)
+//	})
+func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*broker.Backend, error) {
+	cfg, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = logger
+	return New(ctx, cfg)
 }
