@@ -107,7 +107,7 @@ func dialInNamespace(ns, addr string) (net.Conn, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		c, err, back := dialFromThread(ns, addr)
+		c, back, err := dialFromThread(ns, addr)
 		if back {
 			runtime.UnlockOSThread()
 		}
@@ -119,23 +119,23 @@ func dialInNamespace(ns, addr string) (net.Conn, error) {
 
 // dialFromThread runs on a locked thread; back reports whether the thread is in its own
 // namespace again.
-func dialFromThread(ns, addr string) (c net.Conn, err error, back bool) {
+func dialFromThread(ns, addr string) (c net.Conn, back bool, err error) {
 	own, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 	if err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
 	defer own.Close()
 	target, err := os.Open(ns)
 	if err != nil {
-		return nil, err, true
+		return nil, true, err
 	}
 	defer target.Close()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		return nil, fmt.Errorf("setns: %w", err), true
+		return nil, true, fmt.Errorf("setns: %w", err)
 	}
 	c, err = net.DialTimeout("tcp", addr, 5*time.Second)
 	back = unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil
-	return c, err, back
+	return c, back, err
 }
 
 // awaitHTTP waits until DynamoDB Local answers an HTTP request through the bridge (the bridge

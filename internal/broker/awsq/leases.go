@@ -2,6 +2,7 @@ package awsq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl tim
 }
 
 // errStaleToken: the lease was free but a later token had been stored: take a new one.
-var errStaleToken = fmt.Errorf("awsq: stale fencing token")
+var errStaleToken = errors.New("awsq: stale fencing token")
 
 func (l *leases) tryAcquire(ctx context.Context, t tenant.ID, owner string, ttl time.Duration) (broker.Lease, error) {
 	tok, err := l.nextToken(ctx)
