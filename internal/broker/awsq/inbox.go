@@ -184,9 +184,10 @@ func (a *adapter) sweep(ctx context.Context, t tenant.ID, it item) int {
 }
 
 // queueDepth is SQS's count of a queue's messages, visible and in flight (approximate on AWS).
+// A queue that does not exist holds nothing (and is not created by looking).
 func (a *adapter) queueDepth(ctx context.Context, name string) (int, error) {
-	url, err := a.queueURL(ctx, name)
-	if err != nil {
+	url, err := a.existingQueueURL(ctx, name)
+	if err != nil || url == "" {
 		return 0, err
 	}
 	out, err := a.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{

@@ -126,6 +126,22 @@ func (a *adapter) queueURL(ctx context.Context, name string) (string, error) {
 	return a.createQueue(ctx, name)
 }
 
+// existingQueueURL returns name's URL, or "" when the queue does not exist.
+func (a *adapter) existingQueueURL(ctx context.Context, name string) (string, error) {
+	if u, ok := a.urls.Load(name); ok {
+		return u.(string), nil
+	}
+	out, err := a.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if noSuchQueue(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	a.urls.Store(name, *out.QueueUrl)
+	return *out.QueueUrl, nil
+}
+
 // forgetQueue drops name's cached URL after the queue was found missing.
 func (a *adapter) forgetQueue(name string) { a.urls.Delete(name) }
 
