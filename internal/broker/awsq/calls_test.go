@@ -156,3 +156,28 @@ func TestWaitingIsCached(t *testing.T) {
 		t.Errorf("expected at most 3 GetQueueAttributes in 2 s of asking every 50 ms, got %d", got)
 	}
 }
+
+// TestFailoverAfterOwnerCrash: an owner that took a job and vanished (no renewal, no release,
+// no settle) loses the tenant when its lease runs out; the router's expiry watch re-claims it
+// and a live worker runs the job. Logs the time from the lease's expiry to the job's end.
+func TestFailoverAfterOwnerCrash(t *testing.T) {
+	ctx, cfg := setup(t, awsq.Config{})
+	routerBackend, poolBackend, crashedBackend := awsqtest.Open(t, cfg), awsqtest.Open(t, cfg), awsqtest.Open(t, cfg)
+	r := startRouter(t, ctx, routerBackend)
+	const ttl = 3 * time.Second
+	lease, err := crashedBackend.Leases.Acquire(ctx, alice, "crashed", ttl)
+	must(t, err, "the crashed owner's lease")
+	rec, err := r.Submit(ctx, router.Request{Project: alice.Project, User: alice.User, Thread: "t1", Instruction: "go"})
+	must(t, err, "submit")
+	q := open(t, ctx, crashedBackend, alice, ttl)
+	if _, err := q.Next(ctx, 5*time.Second); err != nil {
+		t.Fatalf("expected the crashed owner to hold the job, got %v", err)
+	}
+	startPool(t, ctx, poolBackend, time.Hour)
+	done, err := routerBackend.Jobs.Wait(ctx, rec.Job.ID, func(r broker.JobRecord) bool { return r.State.Final() })
+	must(t, err, "wait for the job")
+	if done.State != broker.StateDone {
+		t.Fatalf("expected the job done elsewhere, got %s (%s)", done.State, done.LastError)
+	}
+	t.Logf("failover: the job ended %v after the crashed owner's lease expired (TTL %v)", time.Since(lease.ExpiresAt).Round(10*time.Millisecond), ttl)
+}
