@@ -102,9 +102,12 @@ func (p preview) missing() string {
 }
 
 // previewFor parses a Host header: edit.<project>.<domain> or <thread>.edit.<project>.<domain>.
-func (s *Server) previewFor(host string) (preview, error) {
+func (s *Server) previewFor(host string) (preview, error) { return previewAt(host, s.cfg.Domain) }
+
+// previewAt parses a Host header for the normalized domain (lowercase, no outer dots).
+func previewAt(host, domain string) (preview, error) {
 	name := strings.TrimSuffix(strings.ToLower(stripPort(host)), ".")
-	rest, ok := strings.CutSuffix(name, "."+s.cfg.Domain)
+	rest, ok := strings.CutSuffix(name, "."+domain)
 	labels := strings.Split(rest, ".")
 	var p preview
 	switch {
@@ -113,7 +116,7 @@ func (s *Server) previewFor(host string) (preview, error) {
 	case ok && len(labels) == 3 && labels[1] == "edit":
 		p = preview{project: labels[2], thread: labels[0]}
 	default:
-		return preview{}, fmt.Errorf("no preview at host %q: use edit.<project>.%s for a project's latest preview or <thread>.edit.<project>.%s for a thread's", host, s.cfg.Domain, s.cfg.Domain)
+		return preview{}, fmt.Errorf("no preview at host %q: use edit.<project>.%s for a project's latest preview or <thread>.edit.<project>.%s for a thread's", host, domain, domain)
 	}
 	if err := p.validate(); err != nil {
 		return preview{}, fmt.Errorf("no preview at host %q: %w", host, err)
@@ -162,9 +165,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p preview) {
 // serveVersion serves r from the version whose manifest link pointed at. It returns false,
 // having written nothing, when that version has been pruned since.
 func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, link, manifestPath string) bool {
-	v, err := s.open(manifestPath)
+	v, blobs, err := s.open(manifestPath)
 	if err == nil {
-		defer v.blobs.Close()
+		defer blobs.Close()
 		err = v.serve(w, r)
 	}
 	if err == nil {
@@ -177,18 +180,18 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, link, mani
 	return true
 }
 
-// open loads a version: its manifest (cached) and its thread's blob store.
-func (s *Server) open(manifestPath string) (version, error) {
+// open loads a version: its manifest (cached) and its thread's blob store (close it).
+func (s *Server) open(manifestPath string) (version, *os.Root, error) {
 	m, err := s.cache.load(manifestPath)
 	if err != nil {
-		return version{}, err
+		return version{}, nil, err
 	}
 	blobs, err := os.OpenRoot(filepath.Join(threadDirOf(manifestPath), blobsDir))
 	if err != nil {
-		return version{}, err
+		return version{}, nil, err
 	}
 	n, _ := versionOf(manifestPath)
-	return version{man: m, blobs: blobs, thread: filepath.Base(threadDirOf(manifestPath)), id: strconv.Itoa(n)}, nil
+	return version{man: m, blobs: rootBlobs(blobs), thread: filepath.Base(threadDirOf(manifestPath)), id: strconv.Itoa(n)}, blobs, nil
 }
 
 // moved reports whether link no longer points at target.

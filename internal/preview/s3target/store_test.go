@@ -1,0 +1,190 @@
+package s3target_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/preview/s3target"
+)
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPublishServesByHost: production sites live beside previews, keyed by host; a preview
+// host never reaches them and an unknown host is 404.
+func TestPublishServesByHost(t *testing.T) {
+	t.Parallel()
+	store, ts := setup(t, nil)
+	ctx := context.Background()
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "live site", "about.html": "about us", "404.html": "gone"})
+	dep, err := store.Publish(ctx, "www.example.com", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Written != 3 || len(dep.URLs) != 1 || dep.URLs[0] != "https://www.example.com/" {
+		t.Fatalf("publish = %+v, want 3 written and https://www.example.com/", dep)
+	}
+	for _, c := range []struct {
+		host, path string
+		status     int
+		body       string
+	}{
+		{"www.example.com", "/", 200, "live site"},
+		{"www.example.com:8080", "/about", 200, "about us"},
+		{"www.example.com", "/nope", 404, "gone"},
+		{"other.example.com", "/", 404, ""},
+		{"edit.acme.localhost", "/", 404, ""},
+	} {
+		status, body, err := get(ctx, ts, c.host, c.path)
+		if err != nil || status != c.status || (c.body != "" && body != c.body) {
+			t.Errorf("GET %s%s = %d %q %v, want %d %q", c.host, c.path, status, body, err, c.status, c.body)
+		}
+	}
+	if _, err := store.Publish(ctx, "Bad_Host", src); !errors.Is(err, s3target.ErrInvalidHost) {
+		t.Errorf("Publish(Bad_Host) = %v, want ErrInvalidHost", err)
+	}
+}
+
+// TestRangeRequest: a ranged GET is served from the blob by a ranged S3 read.
+func TestRangeRequest(t *testing.T) {
+	t.Parallel()
+	store, ts := setup(t, nil)
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"big.txt": strings.Repeat("0123456789", 1000)})
+	if _, err := store.Deploy(context.Background(), preview.Site{Project: "acme", Thread: "t1"}, src); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/big.txt", nil)
+	req.Host = "t1.edit.acme.localhost"
+	req.Header.Set("Range", "bytes=5005-5009")
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 16)
+	n, _ := resp.Body.Read(buf)
+	if resp.StatusCode != http.StatusPartialContent || string(buf[:n]) != "56789" {
+		t.Fatalf("range = %d %q, want 206 \"56789\"", resp.StatusCode, buf[:n])
+	}
+}
+
+// TestKeepPrunesManifests: only the newest Keep manifests of a thread stay.
+func TestKeepPrunesManifests(t *testing.T) {
+	t.Parallel()
+	store, ts, client, bucket := setupRaw(t, nil)
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	src := t.TempDir()
+	for i := range 5 {
+		writeTree(t, src, map[string]string{"index.html": fmt.Sprint("v", i)})
+		if _, err := store.Deploy(context.Background(), site, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if status, body, _ := get(context.Background(), ts, "t1.edit.acme.localhost", "/"); status != 200 || body != "v4" {
+		t.Fatalf("after 5 deploys / = %d %q, want v4", status, body)
+	}
+	out, err := client.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String("site/previews/acme/threads/t1/versions/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, path.Base(*o.Key))
+	}
+	if slices.Sort(keys); !slices.Equal(keys, []string{"3.json", "4.json", "5.json"}) {
+		t.Errorf("manifests after 5 deploys = %q, want the newest 3", keys)
+	}
+}
+
+// calls counts S3 API calls by operation.
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *calls) middleware(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("wo-count",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			c.n[awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+}
+
+func (c *calls) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+func format(n map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, n[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TestCallsPerDeploy counts the S3 calls of a typical edit: a 50-file site where one page
+// changes (the cost table in ARCHITECTURE quotes this test's log).
+func TestCallsPerDeploy(t *testing.T) {
+	t.Parallel()
+	c := &calls{n: map[string]int{}}
+	store, ts := setup(t, []func(*middleware.Stack) error{c.middleware})
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	src := t.TempDir()
+	files := map[string]string{}
+	for i := range 50 {
+		files[fmt.Sprintf("p%02d/index.html", i)] = fmt.Sprint("page ", i)
+	}
+	writeTree(t, src, files)
+	ctx := context.Background()
+	if _, err := store.Deploy(ctx, site, src); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first deploy of 50 files: %s", format(c.take()))
+	writeTree(t, src, map[string]string{"p07/index.html": "changed"})
+	if _, err := store.Deploy(ctx, site, src); err != nil {
+		t.Fatal(err)
+	}
+	edit := c.take()
+	t.Logf("deploy changing one page: %s", format(edit))
+	if edit["PutObject"] != 4 { // one blob, the manifest, two pointers
+		t.Errorf("deploy changing one page made %d PutObject calls, want 4", edit["PutObject"])
+	}
+	if _, _, err := get(ctx, ts, "t1.edit.acme.localhost", "/p07/"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("one page view: %s", format(c.take()))
+}
