@@ -55,7 +55,7 @@ func setup(t *testing.T) *fixture {
 	b := awsqtest.Open(t, cfg)
 	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
 	f := &fixture{t: t, b: b, bucket: cfg.Prefix + "-inbound",
-		s3: s3.NewFromConfig(ac, func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(cfg.S3Endpoint), true }),
+		s3:  s3.NewFromConfig(ac, func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(cfg.S3Endpoint), true }),
 		sns: sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = aws.String(cfg.SQSEndpoint) }),
 		sqs: sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(cfg.SQSEndpoint) })}
 	f.plumb(ctx, cfg.Prefix)
@@ -295,4 +295,7 @@ func testLogger(t *testing.T) *slog.Logger {
 
 type tWriter struct{ t *testing.T }
 
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
