@@ -117,7 +117,7 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	if !prefixPattern.MatchString(c.Prefix) {
-		return fmt.Errorf("awsq: Prefix %q must match %s", c.Prefix, prefixPattern)
+		return fmt.Errorf("awsq: prefix %q: use 1–24 lowercase letters, digits and dashes, starting with a letter or digit (%s)", c.Prefix, prefixPattern)
 	}
 	if c.PollWait < time.Second || c.PollWait > 20*time.Second {
 		return fmt.Errorf("awsq: PollWait %v must be between 1s and 20s (SQS long polls)", c.PollWait)
