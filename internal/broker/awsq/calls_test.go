@@ -66,8 +66,8 @@ func report(before, after map[string]int, n int) string {
 // already owns, and per job that needs a claim (request, acquire, open, release). Jobs take
 // 100 ms, so heartbeats do not show; each one adds a lease renewal and a visibility extension.
 func TestCallsPerJobAndClaim(t *testing.T) {
-	if testing.Short() {
-		t.Skip("counts calls over real time: skipped in -short mode")
+	if testing.Short() || raceDetector {
+		t.Skip("counts calls over real time: skipped in -short mode and under -race (the plain run does it)")
 	}
 	counter := &calls{n: map[string]int{}}
 	ctx, cfg := setup(t, awsq.Config{PollWait: 20 * time.Second, APIOptions: []func(*middleware.Stack) error{counter.middleware}})
