@@ -20,7 +20,7 @@ type clientFlags struct {
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.server, "server", "http://127.0.0.1:8080", "URL of a running `webordinary serve`")
 	fs.StringVar(&c.token, "token", "", "serve's API token (default: read from <data>/secrets/api-token, on serve's machine)")
-	fs.StringVar(&c.data, "data", ".webordinary", "serve's data directory, where the API token is read from when --token is not given")
+	fs.StringVar(&c.data, "data", "", "serve's data directory, where the API token is read from when --token is not given (default: serve's)")
 	fs.BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of text for people")
 }
 

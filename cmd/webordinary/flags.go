@@ -1,15 +1,19 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
-	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
-	"time"
 
+	"github.com/webordinary/webordinary/internal/app"
+	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -75,65 +79,80 @@ func applyEnv(fs *flag.FlagSet) error {
 	return err
 }
 
-// workerFlags are shared by serve and worker.
-type workerFlags struct {
-	workers       int
-	processor     string
-	agentCommand  string
-	workspaces    string
-	state         string
-	previews      string
-	previewPort   int
-	previewDomain string
-	buildTimeout  time.Duration
-	leaseTTL      time.Duration
-	idleRelease   time.Duration
-	quantum       time.Duration
-	maxAttempts   int
-	grace         time.Duration
-	job           *jobFlags
-}
-
-func (w *workerFlags) register(fs *flag.FlagSet, defaultWorkers int) {
-	fs.IntVar(&w.workers, "workers", defaultWorkers, "how many tenants this process serves at once (serve: 0 = router and API only)")
-	fs.StringVar(&w.processor, "processor", "pipeline",
+// registerWorker registers the flags of w (shared by serve and worker); defaultWorkers is
+// the command's default --workers.
+func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
+	fs.IntVar(&w.Count, "workers", defaultWorkers, "how many tenants this process serves at once (serve: 0 = router and API only)")
+	fs.StringVar(&w.Processor, "processor", app.DefaultProcessor,
 		"what a job does: pipeline (git, the project's agent, build, preview, push), command (run --agent-command in a per-tenant directory), or noop (benchmarks)")
-	fs.StringVar(&w.agentCommand, "agent-command", `echo "$WO_INSTRUCTION" >> instructions.log && echo "recorded instruction for $WO_PROJECT/$WO_USER"`,
+	fs.StringVar(&w.AgentCommand, "agent-command", app.DefaultAgentCommand,
 		"with --processor command: shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
-	fs.StringVar(&w.workspaces, "workspaces", "", "root of per-tenant working copies; the same path on every worker (default <data>/workspaces)")
-	fs.StringVar(&w.state, "state", "", "root of per-tenant agent and build state (default <data>/state)")
-	fs.StringVar(&w.previews, "previews", "", "directory previews are deployed into; shared with the preview server (default <data>/previews)")
-	fs.IntVar(&w.previewPort, "preview-port", 8081, "preview server port, for the links in results")
-	fs.StringVar(&w.previewDomain, "preview-domain", "localhost", "preview host suffix: edit.<project>.<domain>")
-	fs.DurationVar(&w.buildTimeout, "build-timeout", 10*time.Minute, "bound on a site's install and build")
-	fs.DurationVar(&w.leaseTTL, "lease-ttl", 15*time.Second, "tenant lease time to live; a crashed worker's tenants move after about this long")
-	fs.DurationVar(&w.idleRelease, "idle-release", 30*time.Minute, "release a tenant after this long without jobs")
-	fs.DurationVar(&w.quantum, "quantum", 500*time.Millisecond, "keep a busy tenant at most this long while other tenants wait for a worker")
-	fs.IntVar(&w.maxAttempts, "max-attempts", 3, "dead-letter a job after this many failed runs")
-	fs.DurationVar(&w.grace, "shutdown-grace", 10*time.Second, "on shutdown, let a running job finish this long before handing it back")
-	w.job = &jobFlags{}
-	w.job.register(fs)
+	fs.StringVar(&w.Workspaces, "workspaces", "", "root of per-tenant working copies; the same path on every worker (default <data>/workspaces)")
+	fs.StringVar(&w.State, "state", "", "root of per-tenant agent and build state (default <data>/state)")
+	fs.StringVar(&w.Previews, "previews", "", "directory previews are deployed into; shared with the preview server (default <data>/previews)")
+	fs.IntVar(&w.PreviewPort, "preview-port", app.DefaultPreviewPort, "preview server port, for the links in results (serve: its --preview port)")
+	fs.StringVar(&w.PreviewDomain, "preview-domain", app.DefaultPreviewDomain, "preview host suffix: edit.<project>.<domain>")
+	fs.DurationVar(&w.BuildTimeout, "build-timeout", app.DefaultBuildTimeout, "bound on a site's install and build")
+	fs.DurationVar(&w.LeaseTTL, "lease-ttl", worker.DefaultLeaseTTL, "tenant lease time to live; a crashed worker's tenants move after about this long")
+	fs.DurationVar(&w.IdleRelease, "idle-release", worker.DefaultIdleRelease, "release a tenant after this long without jobs")
+	fs.DurationVar(&w.Quantum, "quantum", worker.DefaultQuantum, "keep a busy tenant at most this long while other tenants wait for a worker")
+	fs.IntVar(&w.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "dead-letter a job after this many failed runs")
+	fs.DurationVar(&w.ShutdownGrace, "shutdown-grace", worker.DefaultShutdownGrace, "on shutdown, let a running job finish this long before handing it back")
+	fs.StringVar((*string)(&w.Sandbox), "sandbox", string(sandbox.ModeAuto), "run every job (agent, install, build) in a bubblewrap sandbox: auto (sandbox when bwrap works, else warn), required, or off")
+	fs.IntVar(&w.SandboxUID, "sandbox-uid", sandbox.DefaultUID, "when running as root: the unprivileged uid jobs run as")
+	fs.IntVar(&w.SandboxGID, "sandbox-gid", sandbox.DefaultGID, "when running as root: the gid jobs run as")
+	fs.Var((*listFlag)(&w.SandboxReadOnly), "sandbox-ro", "extra host path jobs see read-only, e.g. a toolchain outside /usr, /opt and PATH (repeatable)")
+	fs.Var((*listFlag)(&w.JobEnv), "job-env", "variable every job's agent and build get: NAME (the value from this process's environment) or NAME=VALUE (repeatable; WO_* refused)")
 }
 
-// defaults fills the directories from the data directory.
-func (w *workerFlags) defaults(data string) {
-	for _, d := range []struct {
-		p    *string
-		name string
-	}{{&w.workspaces, "workspaces"}, {&w.state, "state"}, {&w.previews, "previews"}} {
-		if *d.p == "" {
-			*d.p = filepath.Join(data, d.name)
-		}
-		// Absolute: jobs run in other directories (and the sandbox binds by absolute path).
-		if abs, err := filepath.Abs(*d.p); err == nil {
-			*d.p = abs
-		}
+// dataUsage is the --data flag's description.
+const dataUsage = "data directory: engine files, workspaces, state, previews, secrets (default $XDG_DATA_HOME/webordinary, else ~/.local/share/webordinary; as root when the jobs' user cannot enter that, " + app.DefaultSystemData + ")"
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// isSet reports whether the flag name was given (on the command line or in its variable).
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// fieldFlags name the flag of each app.Config field the CLI sets.
+var fieldFlags = map[string]string{
+	"Data": "data", "Engine": "engine", "EngineListen": "nats-listen", "EngineUser": "nats-user", "EnginePassword": "nats-password",
+	"HTTPAddr": "http", "PreviewAddr": "preview", "PublicURL": "public-url", "Token": "dashboard-token", "ReadyFile": "ready-file",
+	"ReconcileEvery": "reconcile", "InterruptPolicy": "interrupt-policy",
+	"Mail.SMTPAddr": "smtp", "Mail.Domains": "mail-domain", "Mail.Secret": "mail-secret", "Mail.DNSFixture": "mail-dns-fixture",
+	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
+	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
+	"Worker.LeaseTTL": "lease-ttl", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
+}
+
+// fieldNames matches the Config field names of fieldFlags in a message, longest first.
+var fieldNames = func() *regexp.Regexp {
+	names := slices.Collect(maps.Keys(fieldFlags))
+	slices.SortFunc(names, func(a, b string) int { return len(b) - len(a) })
+	for i, n := range names {
+		names[i] = regexp.QuoteMeta(n)
 	}
-}
+	return regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\b`)
+}()
 
-func (w *workerFlags) config() worker.Config {
-	return worker.Config{Workers: w.workers, LeaseTTL: w.leaseTTL, IdleRelease: w.idleRelease,
-		Quantum: w.quantum, MaxAttempts: w.maxAttempts, ShutdownGrace: w.grace}
+// asFlags rewrites an app error that names Config fields to name our flags instead.
+func asFlags(err error) error {
+	var fe *app.FieldError
+	if err == nil || !errors.As(err, &fe) {
+		return err
+	}
+	return errors.New(fieldNames.ReplaceAllStringFunc(err.Error(), func(f string) string { return "--" + fieldFlags[f] }))
 }
 
 type logFlags struct{ level, format string }

@@ -28,7 +28,7 @@ const mailUsage = `Usage: webordinary mail <command> [flags]
 
 func runMail(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageError{"mail", errors.New("missing the command: send, inspect or quarantine\n\n" + mailUsage)}
+		return usageError{"mail", fmt.Errorf("missing the command: send, inspect or quarantine\n\n%s", mailUsage)}
 	}
 	switch args[0] {
 	case "-h", "--help", "help":

@@ -3,13 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/mail"
 	"net/smtp"
 	"os"
@@ -19,75 +15,16 @@ import (
 	"github.com/emersion/go-msgauth/dkim"
 
 	"github.com/webordinary/webordinary/internal/api"
+	"github.com/webordinary/webordinary/internal/app"
 	"github.com/webordinary/webordinary/internal/demo"
-	"github.com/webordinary/webordinary/internal/mail/auth"
 )
 
-// Local mail testing: serve --mail-local-testing (SMTP on loopback only) generates a signing
-// key into <data>/secrets and publishes it, to its own sender checks only, as the DKIM key of
-// selector wo-local of every domain; real DNS is not used for sender checks. `webordinary mail
-// send`, on serve's machine, signs with that key, so its mail is authenticated like real mail.
-// Having the key is what proves the sender: like the API token, it is readable only where
-// serve's data directory is.
+// Local mail testing: see internal/app (Mail.LocalTesting). `webordinary mail send`, on
+// serve's machine, signs with the data directory's key, so its mail is authenticated like real mail.
 const (
-	localDKIMFile     = "mail-local-dkim"
-	localDKIMSelector = "wo-local"
-	// localTestingNotice is shown on the dashboard and at serve's start.
-	localTestingNotice = "Local mail testing mode (--mail-local-testing): mail signed by `webordinary mail send` " +
-		"on this machine is authenticated, and real DNS is not used for sender checks. Not for real mail."
+	localDKIMFile     = app.LocalDKIMFile
+	localDKIMSelector = app.LocalDKIMSelector
 )
-
-// prepareLocalTesting checks that SMTP listens on loopback only and loads (or creates) the key.
-func (m *mailFlags) prepareLocalTesting(data string) error {
-	host, _, err := net.SplitHostPort(m.smtpAddr)
-	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
-		return fmt.Errorf("--mail-local-testing needs --smtp on a loopback address like 127.0.0.1:2525, not %q", m.smtpAddr)
-	}
-	seed, _, err := loadOrCreateSecret(secretPath(data, localDKIMFile), []byte(base64.StdEncoding.EncodeToString(randomSeed())+"\n"))
-	if err != nil {
-		return fmt.Errorf("--mail-local-testing: %w", err)
-	}
-	key, err := parseSeed(seed)
-	m.localKey = key
-	return err
-}
-
-func randomSeed() []byte {
-	seed := make([]byte, ed25519.SeedSize)
-	_, _ = rand.Read(seed)
-	return seed
-}
-
-func parseSeed(raw []byte) (ed25519.PrivateKey, error) {
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
-	if err != nil || len(seed) != ed25519.SeedSize {
-		return nil, errors.New("the local mail testing key is damaged: delete it to make a new one")
-	}
-	return ed25519.NewKeyFromSeed(seed), nil
-}
-
-// localResolver answers the local testing key for wo-local._domainkey.<any domain> and asks
-// base (the DNS fixture, or nothing: every other name does not exist) for the rest.
-type localResolver struct {
-	auth.Resolver
-	record string
-}
-
-func (m *mailFlags) localTestingResolver(base auth.Resolver) auth.Resolver {
-	if _, ok := base.(auth.NetResolver); ok {
-		base = &auth.StaticResolver{}
-	}
-	pub := base64.StdEncoding.EncodeToString(m.localKey.Public().(ed25519.PublicKey))
-	return localResolver{Resolver: base, record: "v=DKIM1; k=ed25519; p=" + pub}
-}
-
-// LookupTXT answers the key's record, else base's.
-func (r localResolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
-	if strings.HasPrefix(strings.ToLower(name), localDKIMSelector+"._domainkey.") {
-		return []string{r.record}, nil
-	}
-	return r.Resolver.LookupTXT(ctx, name)
-}
 
 // mailSend is `webordinary mail send`: sign an instruction with the local testing key, ask
 // serve how it would route it, and send it over SMTP.
@@ -144,7 +81,7 @@ func localMessage(data, from, to, subject, instruction string) (raw []byte, msgI
 	if err != nil {
 		return nil, "", err
 	}
-	key, err := parseSeed(keyRaw)
+	key, err := app.ParseLocalKey(keyRaw)
 	if err != nil {
 		return nil, "", err
 	}
@@ -192,28 +129,4 @@ func followMail(ctx context.Context, c *api.Client, asJSON bool, msgID string, s
 		return explain(err)
 	}
 	return waitAndPrint(ctx, c, asJSON, rec.Job.ID, time.Minute)
-}
-
-// withLocalTesting puts the local testing key in front of cfg's resolver when the mode is on.
-func (m *mailFlags) withLocalTesting(cfg auth.Config, err error) (auth.Config, error) {
-	if err == nil && m.localTesting {
-		cfg.Resolver = m.localTestingResolver(cfg.Resolver)
-	}
-	return cfg, err
-}
-
-// notice is the local testing mode's warning, or "".
-func (m *mailFlags) notice() string {
-	if !m.localTesting {
-		return ""
-	}
-	return "\n  " + paint("31", "LOCAL MAIL TESTING") + ": " + localTestingNotice
-}
-
-// dashboardNotice is what the dashboard shows on every page: the local testing warning, or "".
-func (m *mailFlags) dashboardNotice() string {
-	if !m.localTesting {
-		return ""
-	}
-	return localTestingNotice
 }

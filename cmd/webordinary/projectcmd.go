@@ -30,7 +30,7 @@ Run 'webordinary project add -h' for the project's flags.
 
 func runProject(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageError{"project", errors.New("missing the command: add, update, list, show or remove\n\n" + projectUsage)}
+		return usageError{"project", fmt.Errorf("missing the command: add, update, list, show or remove\n\n%s", projectUsage)}
 	}
 	switch args[0] {
 	case "-h", "--help", "help":

@@ -1,137 +1,36 @@
 package main
 
-import (
-	"crypto/rand"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-)
+import "github.com/webordinary/webordinary/internal/app"
 
-// The secrets serve generates on its first start live in <data>/secrets (mode 0700), one
-// file each (mode 0600). Jobs run without access to the data directory, so the files are the
-// secrets: a process on this machine that can read them is trusted.
+// The secrets serve generates live in <data>/secrets (see internal/app); the CLI reads them.
 const (
-	// natsCredsFile holds the embedded engine's credentials: {"user":"…","password":"…"}.
-	natsCredsFile = "nats.json"
-	// apiTokenFile holds the HTTP API and dashboard token: the token and a newline.
-	apiTokenFile = "api-token"
+	natsCredsFile = app.EngineCredsFile
+	apiTokenFile  = app.APITokenFile
 )
-
-func secretPath(data, name string) string { return filepath.Join(data, "secrets", name) }
 
 // natsCreds are the embedded engine's user and password.
-type natsCreds struct {
-	User     string `json:"user"`
-	Password string `json:"password"`
-}
+type natsCreds = app.EngineCreds
 
-// loadOrCreateNATSCreds returns the data directory's engine credentials, generating them on
-// the first start.
-func loadOrCreateNATSCreds(data string) (natsCreds, error) {
-	fresh, _ := json.Marshal(natsCreds{User: "webordinary", Password: rand.Text()})
-	raw, _, err := loadOrCreateSecret(secretPath(data, natsCredsFile), append(fresh, '\n'))
-	if err != nil {
-		return natsCreds{}, err
+// secretPath is the secret's file in data ("": serve's default directory).
+func secretPath(data, name string) string {
+	if data == "" {
+		data, _ = app.DefaultDataDir()
 	}
-	return parseNATSCreds(secretPath(data, natsCredsFile), raw)
+	return app.SecretPath(data, name)
 }
 
-// readNATSCreds reads the data directory's engine credentials (a worker or CLI on serve's
-// machine, or a copy of the file); ok is false when there is no file.
-func readNATSCreds(data string) (c natsCreds, ok bool, err error) {
-	path := secretPath(data, natsCredsFile)
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return natsCreds{}, false, nil
-	}
-	if err != nil {
-		return natsCreds{}, false, err
-	}
-	c, err = parseNATSCreds(path, raw)
-	return c, err == nil, err
-}
+// readNATSCreds reads the data directory's engine credentials; ok is false when there are none.
+func readNATSCreds(data string) (natsCreds, bool, error) { return app.ReadEngineCreds(data) }
 
-func parseNATSCreds(path string, raw []byte) (natsCreds, error) {
-	var c natsCreds
-	if err := json.Unmarshal(raw, &c); err != nil || c.User == "" || c.Password == "" {
-		return natsCreds{}, fmt.Errorf("%s: want {\"user\":…,\"password\":…} (delete it to generate new credentials)", path)
-	}
-	return c, nil
-}
-
-// loadOrCreateAPIToken returns the data directory's API token and whether this call created it.
-func loadOrCreateAPIToken(data string) (token string, created bool, err error) {
-	raw, created, err := loadOrCreateSecret(secretPath(data, apiTokenFile), []byte("wo_"+rand.Text()+"\n"))
-	return strings.TrimSpace(string(raw)), created, err
-}
-
-// readAPIToken reads the data directory's API token; "" when there is none.
+// readAPIToken reads the data directory's API token ("": serve's default directory); "" when
+// there is none.
 func readAPIToken(data string) (string, error) {
-	raw, err := os.ReadFile(secretPath(data, apiTokenFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
+	if data == "" {
+		d, err := app.DefaultDataDir()
+		if err != nil {
+			return "", err
+		}
+		data = d
 	}
-	return strings.TrimSpace(string(raw)), err
-}
-
-// loadOrCreateSecret returns path's content, or writes fresh there and returns it. The write
-// is atomic and exclusive (a temporary file linked into place), so two starts agree on one
-// secret and a crash never leaves half a file.
-func loadOrCreateSecret(path string, fresh []byte) (content []byte, created bool, err error) {
-	if raw, err := os.ReadFile(path); err == nil {
-		return raw, false, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, false, err
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, false, err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, false, err
-	}
-	err = linkNew(dir, path, fresh)
-	if errors.Is(err, fs.ErrExist) {
-		raw, err := os.ReadFile(path)
-		return raw, false, err
-	}
-	return fresh, err == nil, err
-}
-
-// linkNew writes content to a temporary file in dir, syncs it and links it to path, which must
-// not exist yet.
-func linkNew(dir, path string, content []byte) error {
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return app.ReadAPIToken(data)
 }

@@ -3,61 +3,43 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	neturl "net/url"
 	"os"
-	"strings"
 
-	"github.com/webordinary/webordinary/internal/live"
+	"github.com/webordinary/webordinary/internal/app"
 )
 
 func runWorker(ctx context.Context, args []string) error {
 	var (
-		url, user, password, data string
-		wf                        workerFlags
-		lf                        logFlags
+		cfg          = app.Config{Role: app.RoleWorker}
+		engine, nats string
+		lf           logFlags
 	)
 	fs := newFlags("worker", "--nats URL [flags]")
-	fs.StringVar(&url, "nats", "", "NATS server or cluster URL, e.g. nats://127.0.0.1:4222 (a serve's --nats-listen)")
-	fs.StringVar(&user, "nats-user", "", "NATS user (default: the URL's, else <data>/secrets/nats.json when present)")
-	fs.StringVar(&password, "nats-password", "", "NATS password")
-	fs.StringVar(&data, "data", ".webordinary", "data directory: default root of the directories below, and of secrets/nats.json (serve's engine credentials)")
-	wf.register(fs, 1)
+	fs.StringVar(&nats, "nats", "", "NATS server or cluster URL, e.g. nats://127.0.0.1:4222 (a serve's --nats-listen)")
+	fs.StringVar(&engine, "engine", "", "the engine's URL instead of --nats (any scheme broker.Open knows, e.g. nats://host:4222 or aws://?region=R&prefix=P)")
+	fs.StringVar(&cfg.EngineUser, "nats-user", "", "engine user (default: the URL's, else <data>/secrets/nats.json when present)")
+	fs.StringVar(&cfg.EnginePassword, "nats-password", "", "engine password")
+	fs.StringVar(&cfg.Data, "data", "", dataUsage+"; also where secrets/nats.json (serve's engine credentials) is read from")
+	registerWorker(fs, &cfg.Worker, app.DefaultWorkerWorkers)
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	url, err := engineURL(engine, nats)
+	if err != nil {
+		return err
+	}
 	if url == "" {
-		return errors.New("--nats is required: point it at a serve's --nats-listen address or your NATS cluster")
+		return errors.New("--nats or --engine is required: point it at a serve's --nats-listen address, your NATS cluster, or serve's aws:// URL")
 	}
-	wf.defaults(data)
-	log, err := lf.logger(os.Stderr)
-	if err != nil {
+	cfg.Engine = url
+	if cfg.Logger, err = lf.logger(os.Stderr); err != nil {
 		return err
 	}
-	if user == "" && password == "" && !hasUserInfo(url) {
-		c, _, err := readNATSCreds(data)
-		if err != nil {
-			return err
-		}
-		user, password = c.User, c.Password
-	}
-	eng, err := connectEngine(ctx, url, user, password)
+	cfg.Banner = os.Stderr
+	a, err := app.New(ctx, cfg)
 	if err != nil {
-		return err
+		return asFlags(err)
 	}
-	defer eng.close()
-	pool, err := newPool(ctx, data, wf, eng.backend, live.NewHub(0), log)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "webordinary worker: %d workers on %s (processor %s)\n  sandbox: %s\n", wf.workers, eng.describe, wf.processor, wf.job.describe())
-	return pool.Run(ctx)
-}
-
-// hasUserInfo reports whether a NATS URL (or the first of several) carries credentials.
-func hasUserInfo(urls string) bool {
-	first, _, _ := strings.Cut(urls, ",")
-	u, err := neturl.Parse(strings.TrimSpace(first))
-	return err == nil && u.User != nil
+	return asFlags(a.Run(ctx))
 }

@@ -38,8 +38,14 @@ type Backend struct {
 	// Table opens (creating when missing) a small durable key-value table of records other
 	// than jobs: projects, threads. name is ^[a-z0-9_]+$.
 	Table func(ctx context.Context, name string) (Table, error)
-	// Close releases the backend's connections (not the data).
+	// Close releases the backend's connections (not the data) and, when Open started an
+	// engine for it, that engine.
 	Close func() error
+	// Describe says what the backend is, for people (no secrets), e.g. "NATS at nats://h:4222".
+	Describe string
+	// Endpoint is where other processes join this backend (a URL without credentials for
+	// broker.Open), or "" when they cannot (an in-process engine).
+	Endpoint string
 }
 
 // Inbox is the set of per-tenant FIFO input queues.
@@ -106,25 +112,38 @@ type DeadLetter struct {
 	At     time.Time `json:"at"`
 }
 
-// Claims is the shared queue of claim requests: hints that a tenant has work and no owner.
+// Claims is the shared set of claim requests: hints that a tenant has work and no owner.
 // The lease is the truth; a claim for a tenant with a live lease is simply dropped.
+//
+// Fair: a tenant has at most one request outstanding, and requests are handed out oldest
+// since first, so asking again never pushes a tenant back, and the tenant whose work has
+// waited longest for a worker is served first.
 type Claims interface {
-	// Request enqueues a claim request for t. Every call enqueues a new request: requests are
-	// never de-duplicated away, even when identical ones arrive back to back.
-	Request(ctx context.Context, t tenant.ID) error
-	// Next blocks until a claim request is available or ctx ends. A request that is not
-	// acknowledged is delivered again later.
+	// Request asks a worker to claim t, whose work has waited for one since since. The zero
+	// time means "longer than any dated request" (a tenant whose owner vanished: it waited a
+	// lease TTL already). A request for a tenant with one waiting merges into it, keeping the
+	// earlier since. A request for a tenant whose request is handed out but not yet
+	// acknowledged makes it waiting again (again keeping the earlier since): a request made
+	// while a worker decides on an older one is never lost, even if that worker drops it.
+	// Safe for concurrent use; a request after the last one was acknowledged is always new.
+	Request(ctx context.Context, t tenant.ID, since time.Time) error
+	// Next blocks until a request is waiting or ctx ends, then hands out the one with the
+	// oldest since (ties: the one made first). A request not acknowledged within the backend's
+	// hand-out time is waiting again, in its place.
 	Next(ctx context.Context) (Claim, error)
-	// Waiting counts requests not yet handed to any worker.
+	// Waiting counts tenants with a request waiting (not handed out). Workers ask it often
+	// (an owner releases early when others wait): a backend serves it without a round trip
+	// where it can, and may lag its engine briefly.
 	Waiting(ctx context.Context) (int, error)
 }
 
-// Claim is one delivered claim request.
+// Claim is one handed-out claim request.
 type Claim interface {
 	Tenant() tenant.ID
-	// RequestedAt is when the request was enqueued (zero if unknown).
+	// RequestedAt is when the request was first made (zero if unknown).
 	RequestedAt() time.Time
-	// Ack removes the request. Idempotent.
+	// Ack removes the request, unless it was requested again after it was handed out (then it
+	// stays waiting). Idempotent.
 	Ack(ctx context.Context) error
 }
 
@@ -209,7 +228,8 @@ type Jobs interface {
 	// Get returns the record or ErrNotFound.
 	Get(ctx context.Context, id string) (JobRecord, error)
 	// Update applies fn to the current record and stores it with compare-and-set, retrying on
-	// concurrent writers. fn may be called more than once; returning an error aborts.
+	// concurrent writers. fn may be called more than once; returning an error aborts: nothing
+	// is stored, and Update returns that error with the record as fn left it.
 	Update(ctx context.Context, id string, fn func(*JobRecord) error) (JobRecord, error)
 	// Recent returns up to n records, newest (by job id) first. Its cost follows n, not the
 	// number of records kept: status pages poll it.

@@ -25,6 +25,9 @@ type Job struct {
 	// MessageID and References of the email that carried the instruction, for threaded replies.
 	MessageID  string   `json:"messageId,omitempty"`
 	References []string `json:"references,omitempty"`
+	// Guessed says Instruction is the email's best candidate text: nothing in it was clearly new
+	// (reply.Result.Guessed). The reply tells the sender so.
+	Guessed bool `json:"guessed,omitempty"`
 }
 
 // Attachment is a file sent with an instruction.

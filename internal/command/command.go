@@ -48,7 +48,7 @@ var _ worker.Processor = (*Processor)(nil)
 // New validates cfg.
 func New(cfg Config) (*Processor, error) {
 	if strings.TrimSpace(cfg.Command) == "" {
-		return nil, errors.New("command: no command configured (set --agent-command, e.g. --agent-command 'cat >> instructions.txt')")
+		return nil, errors.New("command: no command configured (Config.Command, e.g. 'cat >> instructions.txt')")
 	}
 	if cfg.Root == "" {
 		return nil, errors.New("command: no workspace root configured")

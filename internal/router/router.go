@@ -31,6 +31,9 @@ var ErrInvalid = errors.New("invalid request")
 // MaxInstruction bounds an instruction's size.
 const MaxInstruction = 64 << 10
 
+// DefaultReconcileEvery is Config.ReconcileEvery's default.
+const DefaultReconcileEvery = 3 * time.Second
+
 // Config configures a Router.
 type Config struct {
 	// Backend provides the broker ports. Required.
@@ -53,7 +56,7 @@ func (c Config) withDefaults() Config {
 		c.Policy = func(context.Context, tenant.ID) Policy { return PolicyInterrupt }
 	}
 	if c.ReconcileEvery == 0 {
-		c.ReconcileEvery = 3 * time.Second
+		c.ReconcileEvery = DefaultReconcileEvery
 	}
 	if c.RepeatClaimAfter == 0 {
 		c.RepeatClaimAfter = 30 * time.Second
@@ -100,6 +103,8 @@ type Request struct {
 	Attachments []broker.Attachment `json:"attachments,omitempty"`
 	MessageID   string              `json:"messageId,omitempty"`
 	References  []string            `json:"references,omitempty"`
+	// Guessed marks an instruction that mail extraction guessed (broker.Job.Guessed).
+	Guessed bool `json:"guessed,omitempty"`
 }
 
 var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}$`)
@@ -129,7 +134,7 @@ func (req Request) job() (broker.Job, error) {
 	}
 	return broker.Job{ID: id, Tenant: t, Thread: req.Thread, Instruction: req.Instruction,
 		RepoURL: req.RepoURL, From: req.From, Subject: req.Subject, Attachments: req.Attachments,
-		MessageID: req.MessageID, References: req.References, AcceptedAt: time.Now()}, nil
+		MessageID: req.MessageID, References: req.References, Guessed: req.Guessed, AcceptedAt: time.Now()}, nil
 }
 
 // NewThreadID returns a new thread id ("t" + 12 hex digits).
@@ -204,7 +209,7 @@ func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	_, err := r.b.Leases.Get(ctx, t)
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
-		err = r.b.Claims.Request(ctx, t)
+		err = r.b.Claims.Request(ctx, t, job.AcceptedAt)
 	case err == nil && r.cfg.Policy(ctx, t) == PolicyInterrupt:
 		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Reason: "newer instruction " + job.ID})
 	}

@@ -3,88 +3,130 @@ package router_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/awstest"
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/awsq/awsqtest"
+	"github.com/webordinary/webordinary/internal/broker/mem"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
+// backends is every backend these tests run on, each as a subtest named after it. One that
+// needs an outside service skips in new when none is installed (awsq: the AWS emulators; under
+// CI=true a missing emulator fails instead).
+var backends = []struct {
+	name string
+	new  func(t *testing.T) *broker.Backend
+}{
+	{"natsjs", func(t *testing.T) *broker.Backend {
+		return natsjstest.Start(t, natsjstest.Options{NoSync: true}).Backend
+	}},
+	{"mem", func(t *testing.T) *broker.Backend {
+		b := mem.New(mem.Config{})
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}},
+	{"awsq", func(t *testing.T) *broker.Backend {
+		return awsqtest.New(t, awsqtest.Options{})
+	}},
+}
+
+// TestMain stops the AWS emulators the awsq subtests started.
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+
+// onEveryBackend runs test on a fresh backend of each kind, in parallel subtests.
+func onEveryBackend(t *testing.T, test func(t *testing.T, b *broker.Backend)) {
+	t.Helper()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, be.new(t))
+		})
+	}
+}
+
 func TestSubmitValidatesWithActionableErrors(t *testing.T) {
 	t.Parallel()
-	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
-	r, _ := router.New(router.Config{Backend: env.Backend})
-	cases := []router.Request{
-		{Project: "My Site", User: "alice", Instruction: "x"},
-		{Project: "site", User: "", Instruction: "x"},
-		{Project: "site", User: "alice", Instruction: "  "},
-		{Project: "site", User: "alice", Thread: "../t", Instruction: "x"},
-		{Project: "site", User: "alice", Instruction: "x", JobID: "nope"},
-	}
-	for _, c := range cases {
-		if _, err := r.Submit(context.Background(), c); !errors.Is(err, router.ErrInvalid) {
-			t.Errorf("Submit(%+v) = %v; want ErrInvalid", c, err)
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		r, _ := router.New(router.Config{Backend: b})
+		cases := []router.Request{
+			{Project: "My Site", User: "alice", Instruction: "x"},
+			{Project: "site", User: "", Instruction: "x"},
+			{Project: "site", User: "alice", Instruction: "  "},
+			{Project: "site", User: "alice", Thread: "../t", Instruction: "x"},
+			{Project: "site", User: "alice", Instruction: "x", JobID: "nope"},
 		}
-	}
-	if n, _ := env.Backend.Inbox.Pending(context.Background(), tenant.ID{Project: "site", User: "alice"}); n != 0 {
-		t.Fatalf("invalid requests queued %d jobs", n)
-	}
+		for _, c := range cases {
+			if _, err := r.Submit(context.Background(), c); !errors.Is(err, router.ErrInvalid) {
+				t.Errorf("Submit(%+v) = %v; want ErrInvalid", c, err)
+			}
+		}
+		if n, _ := b.Inbox.Pending(context.Background(), tenant.ID{Project: "site", User: "alice"}); n != 0 {
+			t.Fatalf("invalid requests queued %d jobs", n)
+		}
+	})
 }
 
 func TestSubmitWithJobIDIsIdempotent(t *testing.T) {
 	t.Parallel()
-	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
-	r, _ := router.New(router.Config{Backend: env.Backend})
-	id := broker.JobIDAt(time.Now(), "<m1@example.com>")
-	req := router.Request{JobID: id, Project: "site", User: "alice", Instruction: "x"}
-	for range 3 {
-		rec, err := r.Submit(context.Background(), req)
-		if err != nil || rec.Job.ID != id {
-			t.Fatalf("submit: %v %s", err, rec.Job.ID)
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		r, _ := router.New(router.Config{Backend: b})
+		id := broker.JobIDAt(time.Now(), "<m1@example.com>")
+		req := router.Request{JobID: id, Project: "site", User: "alice", Instruction: "x"}
+		for range 3 {
+			rec, err := r.Submit(context.Background(), req)
+			if err != nil || rec.Job.ID != id {
+				t.Fatalf("submit: %v %s", err, rec.Job.ID)
+			}
 		}
-	}
-	if n, _ := env.Backend.Inbox.Pending(context.Background(), tenant.ID{Project: "site", User: "alice"}); n != 1 {
-		t.Fatalf("%d jobs queued; want 1", n)
-	}
+		if n, _ := b.Inbox.Pending(context.Background(), tenant.ID{Project: "site", User: "alice"}); n != 1 {
+			t.Fatalf("%d jobs queued; want 1", n)
+		}
+	})
 }
 
 // TestTooLargeJobIsRefusedNotLost: a job the engine cannot take is an invalid request (the
 // sender can be told), and its record is not left claiming a queued job.
 func TestTooLargeJobIsRefusedNotLost(t *testing.T) {
 	t.Parallel()
-	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
-	r, _ := router.New(router.Config{Backend: env.Backend})
-	big := broker.Attachment{Name: "huge.bin", Data: make([]byte, 70<<20)}
-	_, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x",
-		Attachments: []broker.Attachment{big}})
-	if !errors.Is(err, router.ErrInvalid) || !errors.Is(err, broker.ErrTooLarge) {
-		t.Fatalf("70 MB job: %v; want ErrInvalid wrapping ErrTooLarge", err)
-	}
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		r, _ := router.New(router.Config{Backend: b})
+		big := broker.Attachment{Name: "huge.bin", Data: make([]byte, 70<<20)}
+		_, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x",
+			Attachments: []broker.Attachment{big}})
+		if !errors.Is(err, router.ErrInvalid) || !errors.Is(err, broker.ErrTooLarge) {
+			t.Fatalf("70 MB job: %v; want ErrInvalid wrapping ErrTooLarge", err)
+		}
+	})
 }
 
 // TestLostRecordIsRebuiltFromItsResult: job records persist asynchronously; a record lost with
 // an engine crash comes back from the fsync'd result.
 func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
 	t.Parallel()
-	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
-	got := make(chan broker.Result, 1)
-	r, _ := router.New(router.Config{Backend: env.Backend, OnResult: func(_ context.Context, res broker.Result) error {
-		got <- res
-		return nil
-	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = r.Run(ctx) }()
-	tn := tenant.ID{Project: "site", User: "alice"}
-	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", From: "alice@example.com"}
-	if err := env.Backend.Results.Publish(ctx, broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone, Job: &job}); err != nil {
-		t.Fatal(err)
-	}
-	<-got
-	rec, err := env.Backend.Jobs.Get(ctx, job.ID)
-	if err != nil || rec.State != broker.StateDone || rec.Job.From != "alice@example.com" {
-		t.Fatalf("rebuilt record %+v, %v", rec, err)
-	}
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		got := make(chan broker.Result, 1)
+		r, _ := router.New(router.Config{Backend: b, OnResult: func(_ context.Context, res broker.Result) error {
+			got <- res
+			return nil
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _ = r.Run(ctx) }()
+		tn := tenant.ID{Project: "site", User: "alice"}
+		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", From: "alice@example.com"}
+		if err := b.Results.Publish(ctx, broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone, Job: &job}); err != nil {
+			t.Fatal(err)
+		}
+		<-got
+		rec, err := b.Jobs.Get(ctx, job.ID)
+		if err != nil || rec.State != broker.StateDone || rec.Job.From != "alice@example.com" {
+			t.Fatalf("rebuilt record %+v, %v", rec, err)
+		}
+	})
 }

@@ -64,6 +64,9 @@ func (r *Router) reconcile(ctx context.Context, all bool) (int, error) {
 	return r.requestStuck(ctx, unowned, all)
 }
 
+// requestStuck requests claims for tenants unowned in two passes in a row. The request is
+// dated now: a tenant may have been served between two passes, so an older date could put it
+// before tenants that waited longer (a request still waiting keeps its place anyway).
 func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool, all bool) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -72,7 +75,7 @@ func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool, a
 		if !all && (!r.unowned[t] || now.Sub(r.lastAsks[t]) < r.cfg.RepeatClaimAfter) {
 			continue
 		}
-		if err := r.b.Claims.Request(ctx, t); err != nil {
+		if err := r.b.Claims.Request(ctx, t, now); err != nil {
 			return n, err
 		}
 		r.log.InfoContext(ctx, "reconciler: claim requested for unowned tenant with pending jobs", slog.String("tenant", t.String()))
@@ -107,7 +110,8 @@ func (r *Router) claimIfPending(ctx context.Context, t tenant.ID) {
 		return
 	}
 	r.log.InfoContext(ctx, "lease expired with jobs pending; claim requested", slog.String("tenant", t.String()))
-	if err := r.b.Claims.Request(ctx, t); err != nil {
+	// Its owner vanished with work pending: that work has waited longer than anyone's.
+	if err := r.b.Claims.Request(ctx, t, time.Time{}); err != nil {
 		r.log.WarnContext(ctx, "claim after expiry; the reconciler will follow up", slog.Any("err", err))
 	}
 }

@@ -97,7 +97,7 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, fmt.Errorf("sandbox: %w", setup.err)
 	case err == nil:
 	case cfg.Mode == ModeRequired:
-		return nil, fmt.Errorf("%w: %v (install bubblewrap and allow unprivileged user namespaces, or use --sandbox auto)", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v (install bubblewrap and allow unprivileged user namespaces, or use mode auto)", ErrUnavailable, err)
 	default:
 		s.bwrap, s.reason = "", err.Error()
 	}

@@ -10,6 +10,17 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 )
 
+// Defaults of Config's fields (also the flags' defaults in cmd/webordinary).
+const (
+	DefaultLeaseTTL      = 15 * time.Second
+	DefaultIdleRelease   = 30 * time.Minute
+	DefaultQuantum       = 500 * time.Millisecond
+	DefaultMaxAttempts   = 3
+	DefaultShutdownGrace = 10 * time.Second
+	// MinLeaseTTL is the shortest LeaseTTL accepted.
+	MinLeaseTTL = time.Second
+)
+
 // Config configures a pool of workers in one process.
 type Config struct {
 	// Backend provides every broker port. Required.
@@ -53,25 +64,25 @@ func (c Config) withDefaults() Config {
 		c.Process = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 15 * time.Second
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = c.LeaseTTL / 3
 	}
 	if c.IdleRelease == 0 {
-		c.IdleRelease = 30 * time.Minute
+		c.IdleRelease = DefaultIdleRelease
 	}
 	if c.Quantum == 0 {
-		c.Quantum = 500 * time.Millisecond
+		c.Quantum = DefaultQuantum
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 3
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.RetryBackoff == 0 {
 		c.RetryBackoff = time.Second
 	}
 	if c.ShutdownGrace == 0 {
-		c.ShutdownGrace = 10 * time.Second
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -84,11 +95,11 @@ func (c Config) validate() error {
 	case c.Backend == nil:
 		return errors.New("worker: no backend configured")
 	case c.Processor == nil:
-		return errors.New("worker: no processor configured (set --agent-command)")
+		return errors.New("worker: no processor configured (Config.Processor)")
 	case c.Workers < 1:
-		return fmt.Errorf("worker: --workers must be at least 1, got %d", c.Workers)
-	case c.LeaseTTL < time.Second:
-		return fmt.Errorf("worker: lease TTL %s is below the 1s minimum", c.LeaseTTL)
+		return fmt.Errorf("worker: Workers must be at least 1, got %d", c.Workers)
+	case c.LeaseTTL < MinLeaseTTL:
+		return fmt.Errorf("worker: LeaseTTL %s is below the %s minimum", c.LeaseTTL, MinLeaseTTL)
 	case c.Heartbeat <= 0 || c.Heartbeat > c.LeaseTTL/2:
 		return fmt.Errorf("worker: heartbeat %s must be positive and at most half the lease TTL %s", c.Heartbeat, c.LeaseTTL)
 	case c.MaxAttempts < 1:

@@ -269,7 +269,7 @@ func (o *ownership) release(q broker.Queue) {
 	}
 	n, err := o.b.Inbox.Pending(ctx, t)
 	if err != nil || n > 0 {
-		if err := o.b.Claims.Request(ctx, t); err != nil {
+		if err := o.b.Claims.Request(ctx, t, time.Now()); err != nil {
 			o.log.ErrorContext(ctx, "re-request claim; the reconciler will", slog.Any("err", err))
 		}
 	}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -66,377 +64,385 @@ func (l *ledger) processor(work time.Duration) worker.Processor {
 // tenants; each tenant's jobs run one at a time, in submission order, exactly once.
 func TestExclusiveAndOrdered(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	l := newLedger()
-	f.pool(worker.Config{Workers: 3, Processor: l.processor(time.Millisecond), Quantum: 20 * time.Millisecond})
-	f.pool(worker.Config{Workers: 3, Processor: l.processor(time.Millisecond), Quantum: 20 * time.Millisecond})
-	want := map[tenant.ID][]string{}
-	for i := range 20 {
-		for u := range 10 {
-			rec := f.submit("site", fmt.Sprintf("user%d", u), fmt.Sprintf("job %d", i))
-			want[rec.Job.Tenant] = append(want[rec.Job.Tenant], rec.Job.ID)
-		}
-	}
-	for _, ids := range want {
-		for _, id := range ids {
-			if rec := f.wait(id, 30*time.Second); rec.State != broker.StateDone {
-				t.Fatalf("job %s ended %s", id, rec.State)
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		l := newLedger()
+		f.pool(worker.Config{Workers: 3, Processor: l.processor(time.Millisecond), Quantum: 20 * time.Millisecond})
+		f.pool(worker.Config{Workers: 3, Processor: l.processor(time.Millisecond), Quantum: 20 * time.Millisecond})
+		want := map[tenant.ID][]string{}
+		for i := range 20 {
+			for u := range 10 {
+				rec := f.submit("site", fmt.Sprintf("user%d", u), fmt.Sprintf("job %d", i))
+				want[rec.Job.Tenant] = append(want[rec.Job.Tenant], rec.Job.ID)
 			}
 		}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.overlap) > 0 {
-		t.Fatalf("tenants ran concurrently: %v", l.overlap)
-	}
-	for tn, ids := range want {
-		if fmt.Sprint(l.order[tn]) != fmt.Sprint(ids) {
-			t.Errorf("%s ran %v, want %v", tn, l.order[tn], ids)
+		for _, ids := range want {
+			for _, id := range ids {
+				if rec := f.wait(id, 30*time.Second); rec.State != broker.StateDone {
+					t.Fatalf("job %s ended %s", id, rec.State)
+				}
+			}
 		}
-	}
-	if len(l.workers) < 2 {
-		t.Errorf("only %d workers did any work; want the load spread", len(l.workers))
-	}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.overlap) > 0 {
+			t.Fatalf("tenants ran concurrently: %v", l.overlap)
+		}
+		for tn, ids := range want {
+			if fmt.Sprint(l.order[tn]) != fmt.Sprint(ids) {
+				t.Errorf("%s ran %v, want %v", tn, l.order[tn], ids)
+			}
+		}
+		if len(l.workers) < 2 {
+			t.Errorf("only %d workers did any work; want the load spread", len(l.workers))
+		}
+	})
 }
 
 // TestFailoverAfterOwnerCrash: an owner that vanishes without releasing (its connection is
 // cut, so it can neither renew nor release) loses the tenant to another worker within two TTLs.
 func TestFailoverAfterOwnerCrash(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	ttl := 2 * time.Second
-	started := make(chan string, 10)
-	block := worker.ProcessorFunc(func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-		started <- task.Worker
-		<-ctx.Done()
-		return worker.Outcome{}, context.Cause(ctx)
-	})
-	nc, b := connectRaw(f)
-	crashed, err := worker.New(worker.Config{Backend: b, Processor: block, LeaseTTL: ttl, Process: "crashy", Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = crashed.Run(ctx) }()
-	rec := f.submit("site", "alice", "long job")
-	if w := <-started; w != "crashy-w1" {
-		t.Fatalf("first run on %s, want crashy-w1", w)
-	}
-	cut := time.Now()
-	nc.Close() // the crash: no renewals, no release
-	done := make(chan string, 10)
-	f.pool(worker.Config{Workers: 1, LeaseTTL: ttl, Process: "heir", Processor: worker.ProcessorFunc(
-		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-			done <- task.Worker
-			return worker.Outcome{}, nil
-		})})
-	select {
-	case w := <-done:
-		took := time.Since(cut)
-		t.Logf("failover took %s (ttl %s)", took, ttl)
-		if w != "heir-w1" || took > 2*ttl+time.Second {
-			t.Fatalf("job resumed on %s after %s; want heir-w1 within 2×TTL", w, took)
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		ttl := 2 * time.Second
+		started := make(chan string, 10)
+		block := worker.ProcessorFunc(func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+			started <- task.Worker
+			<-ctx.Done()
+			return worker.Outcome{}, context.Cause(ctx)
+		})
+		b, crash := f.connect()
+		crashed, err := worker.New(worker.Config{Backend: b, Processor: block, LeaseTTL: ttl, Process: "crashy", Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(4*ttl + 5*time.Second):
-		t.Fatal("no failover")
-	}
-	if got := f.wait(rec.Job.ID, 10*time.Second); got.State != broker.StateDone || got.Attempts != 2 {
-		t.Fatalf("job ended %s after %d attempts; want done after 2", got.State, got.Attempts)
-	}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _ = crashed.Run(ctx) }()
+		rec := f.submit("site", "alice", "long job")
+		if w := <-started; w != "crashy-w1" {
+			t.Fatalf("first run on %s, want crashy-w1", w)
+		}
+		cut := time.Now()
+		crash() // no renewals, no release
+		done := make(chan string, 10)
+		f.pool(worker.Config{Workers: 1, LeaseTTL: ttl, Process: "heir", Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				done <- task.Worker
+				return worker.Outcome{}, nil
+			})})
+		select {
+		case w := <-done:
+			took := time.Since(cut)
+			t.Logf("failover took %s (ttl %s)", took, ttl)
+			if w != "heir-w1" || took > 2*ttl+time.Second {
+				t.Fatalf("job resumed on %s after %s; want heir-w1 within 2×TTL", w, took)
+			}
+		case <-time.After(4*ttl + 5*time.Second):
+			t.Fatal("no failover")
+		}
+		if got := f.wait(rec.Job.ID, 10*time.Second); got.State != broker.StateDone || got.Attempts != 2 {
+			t.Fatalf("job ended %s after %d attempts; want done after 2", got.State, got.Attempts)
+		}
+	})
 }
 
 // TestReleaseRacingNewJob: owners release the instant they go idle while new jobs arrive at
 // that same moment; no job may be stranded.
 func TestReleaseRacingNewJob(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	l := newLedger()
-	f.pool(worker.Config{Workers: 2, Processor: l.processor(0), IdleRelease: time.Nanosecond})
-	var ids []string
-	for i := range 200 {
-		rec := f.submit("site", fmt.Sprintf("u%d", i%4), "x")
-		ids = append(ids, rec.Job.ID)
-		if i%7 == 0 {
-			time.Sleep(time.Duration(i%5) * time.Millisecond)
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		l := newLedger()
+		f.pool(worker.Config{Workers: 2, Processor: l.processor(0), IdleRelease: time.Nanosecond})
+		var ids []string
+		for i := range 200 {
+			rec := f.submit("site", fmt.Sprintf("u%d", i%4), "x")
+			ids = append(ids, rec.Job.ID)
+			if i%7 == 0 {
+				time.Sleep(time.Duration(i%5) * time.Millisecond)
+			}
 		}
-	}
-	for _, id := range ids {
-		f.wait(id, 20*time.Second)
-	}
+		for _, id := range ids {
+			f.wait(id, 20*time.Second)
+		}
+	})
 }
 
 // TestDroppedClaimRequest: the claim request for a job is lost; the reconciler notices the
 // unowned tenant with pending work and the job still runs.
 func TestDroppedClaimRequest(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	rec := f.submit("site", "alice", "x")
-	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
-	defer cancel()
-	c, err := f.env.Backend.Claims.Next(ctx) // a rogue consumer eats the only claim request
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = c.Ack(ctx)
-	l := newLedger()
-	f.pool(worker.Config{Workers: 1, Processor: l.processor(0)})
-	if got := f.wait(rec.Job.ID, 10*time.Second); got.State != broker.StateDone {
-		t.Fatalf("job ended %s", got.State)
-	}
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		rec := f.submit("site", "alice", "x")
+		ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+		defer cancel()
+		c, err := f.b.Claims.Next(ctx) // a rogue consumer eats the only claim request
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Ack(ctx)
+		l := newLedger()
+		f.pool(worker.Config{Workers: 1, Processor: l.processor(0)})
+		if got := f.wait(rec.Job.ID, 10*time.Second); got.State != broker.StateDone {
+			t.Fatalf("job ended %s", got.State)
+		}
+	})
 }
 
 // TestDeadLetterAfterMaxAttempts: a job that keeps failing is retried, then dead-lettered with
 // a result that says so, and the next job still runs.
 func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	var runs atomic.Int32
-	f.pool(worker.Config{Workers: 1, MaxAttempts: 3, Processor: worker.ProcessorFunc(
-		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-			if task.Job.Instruction == "fail" {
-				runs.Add(1)
-				return worker.Outcome{ExitCode: 1}, errBoom
-			}
-			return worker.Outcome{}, nil
-		})})
-	bad := f.submit("site", "alice", "fail")
-	good := f.submit("site", "alice", "fine")
-	got := f.wait(bad.Job.ID, 20*time.Second)
-	if got.State != broker.StateDead || got.Result == nil || got.Result.State != broker.StateDead || runs.Load() != 3 {
-		t.Fatalf("bad job: state %s, result %+v, runs %d; want dead after 3", got.State, got.Result, runs.Load())
-	}
-	if g := f.wait(good.Job.ID, 10*time.Second); g.State != broker.StateDone {
-		t.Fatalf("next job ended %s", g.State)
-	}
-	dls, err := f.env.Backend.Inbox.DeadLetters(f.ctx, bad.Job.Tenant)
-	if err != nil || len(dls) != 1 || dls[0].Job.ID != bad.Job.ID {
-		t.Fatalf("dead letters = %+v, %v", dls, err)
-	}
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		var runs atomic.Int32
+		f.pool(worker.Config{Workers: 1, MaxAttempts: 3, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				if task.Job.Instruction == "fail" {
+					runs.Add(1)
+					return worker.Outcome{ExitCode: 1}, errBoom
+				}
+				return worker.Outcome{}, nil
+			})})
+		bad := f.submit("site", "alice", "fail")
+		good := f.submit("site", "alice", "fine")
+		got := f.wait(bad.Job.ID, 20*time.Second)
+		if got.State != broker.StateDead || got.Result == nil || got.Result.State != broker.StateDead || runs.Load() != 3 {
+			t.Fatalf("bad job: state %s, result %+v, runs %d; want dead after 3", got.State, got.Result, runs.Load())
+		}
+		if g := f.wait(good.Job.ID, 10*time.Second); g.State != broker.StateDone {
+			t.Fatalf("next job ended %s", g.State)
+		}
+		dls, err := f.b.Inbox.DeadLetters(f.ctx, bad.Job.Tenant)
+		if err != nil || len(dls) != 1 || dls[0].Job.ID != bad.Job.ID {
+			t.Fatalf("dead letters = %+v, %v", dls, err)
+		}
+	})
 }
 
 // TestInterruptByNewerJob: a newer instruction interrupts the running job; the same worker
 // runs the new one without releasing (same fencing token).
 func TestInterruptByNewerJob(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	running := make(chan struct{}, 1)
-	f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
-		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-			if task.Job.Instruction == "slow" {
-				running <- struct{}{}
-				<-ctx.Done()
-				return worker.Outcome{Summary: "partial"}, context.Cause(ctx)
-			}
-			return worker.Outcome{}, nil
-		})})
-	r, err := router.New(router.Config{Backend: f.env.Backend}) // default policy: interrupt
-	if err != nil {
-		t.Fatal(err)
-	}
-	slow, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "slow"})
-	<-running
-	fast, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "fast"})
-	s, n := f.wait(slow.Job.ID, 10*time.Second), f.wait(fast.Job.ID, 10*time.Second)
-	if s.State != broker.StateInterrupted || n.State != broker.StateDone {
-		t.Fatalf("states %s, %s; want interrupted, done", s.State, n.State)
-	}
-	if s.LeaseToken != n.LeaseToken || s.Worker != n.Worker {
-		t.Fatalf("new job ran under token %d on %s, interrupted one under %d on %s; want no release between",
-			n.LeaseToken, n.Worker, s.LeaseToken, s.Worker)
-	}
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		running := make(chan struct{}, 1)
+		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				if task.Job.Instruction == "slow" {
+					running <- struct{}{}
+					<-ctx.Done()
+					return worker.Outcome{Summary: "partial"}, context.Cause(ctx)
+				}
+				return worker.Outcome{}, nil
+			})})
+		r, err := router.New(router.Config{Backend: f.b}) // default policy: interrupt
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "slow"})
+		<-running
+		fast, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "fast"})
+		s, n := f.wait(slow.Job.ID, 10*time.Second), f.wait(fast.Job.ID, 10*time.Second)
+		if s.State != broker.StateInterrupted || n.State != broker.StateDone {
+			t.Fatalf("states %s, %s; want interrupted, done", s.State, n.State)
+		}
+		if s.LeaseToken != n.LeaseToken || s.Worker != n.Worker {
+			t.Fatalf("new job ran under token %d on %s, interrupted one under %d on %s; want no release between",
+				n.LeaseToken, n.Worker, s.LeaseToken, s.Worker)
+		}
+	})
 }
 
 // TestQueuePolicyDoesNotInterrupt: with policy queue the running job finishes.
 func TestQueuePolicyDoesNotInterrupt(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	r := f.router // policy queue
-	running := make(chan struct{}, 1)
-	release := make(chan struct{})
-	f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
-		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-			if task.Job.Instruction == "slow" {
-				running <- struct{}{}
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return worker.Outcome{}, context.Cause(ctx)
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		r := f.router // policy queue
+		running := make(chan struct{}, 1)
+		release := make(chan struct{})
+		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				if task.Job.Instruction == "slow" {
+					running <- struct{}{}
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return worker.Outcome{}, context.Cause(ctx)
+					}
 				}
-			}
-			return worker.Outcome{}, nil
-		})})
-	slow, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "slow"})
-	<-running
-	fast, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "fast"})
-	time.AfterFunc(300*time.Millisecond, func() { close(release) })
-	if s := f.wait(slow.Job.ID, 10*time.Second); s.State != broker.StateDone {
-		t.Fatalf("slow job ended %s; want done", s.State)
-	}
-	f.wait(fast.Job.ID, 10*time.Second)
+				return worker.Outcome{}, nil
+			})})
+		slow, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "slow"})
+		<-running
+		fast, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "fast"})
+		time.AfterFunc(300*time.Millisecond, func() { close(release) })
+		if s := f.wait(slow.Job.ID, 10*time.Second); s.State != broker.StateDone {
+			t.Fatalf("slow job ended %s; want done", s.State)
+		}
+		f.wait(fast.Job.ID, 10*time.Second)
+	})
 }
 
 // TestLeaseLossStopsJob: when the lease is taken away mid-job the job is cancelled with
 // ErrLeaseLost, CheckLease says so, and nothing is settled: the job runs again later.
 func TestLeaseLossStopsJob(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	running := make(chan worker.Task, 2)
-	checked := make(chan error, 1)
-	var runs atomic.Int32
-	f.pool(worker.Config{Workers: 1, LeaseTTL: 3 * time.Second, Processor: worker.ProcessorFunc(
-		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-			if runs.Add(1) > 1 {
-				return worker.Outcome{}, nil
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		running := make(chan worker.Task, 2)
+		checked := make(chan error, 1)
+		var runs atomic.Int32
+		f.pool(worker.Config{Workers: 1, LeaseTTL: 3 * time.Second, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				if runs.Add(1) > 1 {
+					return worker.Outcome{}, nil
+				}
+				running <- task
+				<-ctx.Done()
+				checked <- task.CheckLease(context.Background())
+				return worker.Outcome{}, context.Cause(ctx)
+			})})
+		rec := f.submit("site", "alice", "x")
+		<-running
+		stealLease(t, f, rec.Job.Tenant)
+		select {
+		case err := <-checked:
+			if !errors.Is(err, broker.ErrLeaseLost) {
+				t.Fatalf("CheckLease after loss = %v, want ErrLeaseLost", err)
 			}
-			running <- task
-			<-ctx.Done()
-			checked <- task.CheckLease(context.Background())
-			return worker.Outcome{}, context.Cause(ctx)
-		})})
-	rec := f.submit("site", "alice", "x")
-	<-running
-	stealLease(t, f, rec.Job.Tenant)
-	select {
-	case err := <-checked:
-		if !errors.Is(err, broker.ErrLeaseLost) {
-			t.Fatalf("CheckLease after loss = %v, want ErrLeaseLost", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("job not stopped after its lease was lost")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("job not stopped after its lease was lost")
-	}
-	if got := f.wait(rec.Job.ID, 20*time.Second); got.State != broker.StateDone || runs.Load() != 2 {
-		t.Fatalf("job %s after %d runs; want done on a second run", got.State, runs.Load())
-	}
+		if got := f.wait(rec.Job.ID, 20*time.Second); got.State != broker.StateDone || runs.Load() != 2 {
+			t.Fatalf("job %s after %d runs; want done on a second run", got.State, runs.Load())
+		}
+	})
 }
 
-// stealLease deletes a tenant's lease behind its owner's back, as an expiry plus a new
-// owner would.
+// stealLease deletes a tenant's lease behind its owner's back, as an expiry would: a
+// compare-and-delete through the port, tried again if the owner renewed in between.
 func stealLease(t *testing.T, f *fixture, tn tenant.ID) {
 	t.Helper()
-	js, _ := jetstream.New(f.env.Conn)
-	kv, err := js.KeyValue(f.ctx, "wo_leases")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Purge(f.ctx, tn.Subject()); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, 5*time.Second, "the lease to be taken away", func() bool {
+		l, err := f.b.Leases.Get(f.ctx, tn)
+		return err == nil && f.b.Leases.Release(f.ctx, l) == nil
+	})
 }
 
 // TestGracefulShutdownHandsJobBack: shutdown lets the running job use its grace period, then
 // interrupts it and hands it back uncounted; another worker finishes it.
 func TestGracefulShutdownHandsJobBack(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	running := make(chan struct{}, 1)
-	stop := f.pool(worker.Config{Workers: 1, Process: "leaving", ShutdownGrace: 200 * time.Millisecond, Processor: worker.ProcessorFunc(
-		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-			running <- struct{}{}
-			<-ctx.Done()
-			return worker.Outcome{}, context.Cause(ctx)
-		})})
-	rec := f.submit("site", "alice", "x")
-	<-running
-	stopped := time.Now()
-	stop()
-	if took := time.Since(stopped); took > 5*time.Second {
-		t.Fatalf("shutdown took %s", took)
-	}
-	if lease, err := f.env.Backend.Leases.Get(f.ctx, rec.Job.Tenant); !errors.Is(err, broker.ErrNotFound) {
-		t.Fatalf("lease after shutdown = %+v, %v; want released", lease, err)
-	}
-	f.pool(worker.Config{Workers: 1, Process: "next", Processor: newLedger().processor(0)})
-	got := f.wait(rec.Job.ID, 10*time.Second)
-	if got.State != broker.StateDone || got.Attempts != 1 || got.Worker != "next-w1" {
-		t.Fatalf("job %s, attempts %d, worker %s; want done by next-w1 with the shutdown attempt uncounted", got.State, got.Attempts, got.Worker)
-	}
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		running := make(chan struct{}, 1)
+		stop := f.pool(worker.Config{Workers: 1, Process: "leaving", ShutdownGrace: 200 * time.Millisecond, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				running <- struct{}{}
+				<-ctx.Done()
+				return worker.Outcome{}, context.Cause(ctx)
+			})})
+		rec := f.submit("site", "alice", "x")
+		<-running
+		stopped := time.Now()
+		stop()
+		if took := time.Since(stopped); took > 5*time.Second {
+			t.Fatalf("shutdown took %s", took)
+		}
+		if lease, err := f.b.Leases.Get(f.ctx, rec.Job.Tenant); !errors.Is(err, broker.ErrNotFound) {
+			t.Fatalf("lease after shutdown = %+v, %v; want released", lease, err)
+		}
+		f.pool(worker.Config{Workers: 1, Process: "next", Processor: newLedger().processor(0)})
+		got := f.wait(rec.Job.ID, 10*time.Second)
+		if got.State != broker.StateDone || got.Attempts != 1 || got.Worker != "next-w1" {
+			t.Fatalf("job %s, attempts %d, worker %s; want done by next-w1 with the shutdown attempt uncounted", got.State, got.Attempts, got.Worker)
+		}
+	})
 }
 
 // TestWorkConservingRelease: two workers, three busy tenants: the third tenant is served long
 // before the others run out of work.
 func TestWorkConservingRelease(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	l := newLedger()
-	f.pool(worker.Config{Workers: 2, Processor: l.processor(20 * time.Millisecond), Quantum: 100 * time.Millisecond})
-	var lastOf []string
-	for _, u := range []string{"a", "b", "c"} {
-		var rec broker.JobRecord
-		for range 60 {
-			rec = f.submit("site", u, "x")
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		l := newLedger()
+		f.pool(worker.Config{Workers: 2, Processor: l.processor(20 * time.Millisecond), Quantum: 100 * time.Millisecond})
+		var lastOf []string
+		for _, u := range []string{"a", "b", "c"} {
+			var rec broker.JobRecord
+			for range 60 {
+				rec = f.submit("site", u, "x")
+			}
+			lastOf = append(lastOf, rec.Job.ID)
 		}
-		lastOf = append(lastOf, rec.Job.ID)
-	}
-	eventually(t, 10*time.Second, "all three tenants to have run jobs", func() bool {
+		eventually(t, 10*time.Second, "all three tenants to have run jobs", func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return len(l.order) == 3
+		})
 		l.mu.Lock()
-		defer l.mu.Unlock()
-		return len(l.order) == 3
+		total := 0
+		for _, ids := range l.order {
+			total += len(ids)
+		}
+		l.mu.Unlock()
+		if total > 120 {
+			t.Fatalf("third tenant waited until %d of 180 jobs had run; want it served within a quantum", total)
+		}
+		for _, id := range lastOf {
+			f.wait(id, 30*time.Second)
+		}
 	})
-	l.mu.Lock()
-	total := 0
-	for _, ids := range l.order {
-		total += len(ids)
-	}
-	l.mu.Unlock()
-	if total > 120 {
-		t.Fatalf("third tenant waited until %d of 180 jobs had run; want it served within a quantum", total)
-	}
-	for _, id := range lastOf {
-		f.wait(id, 30*time.Second)
-	}
 }
 
 // TestCrashLoopIsDeadLettered: a job that was started twice per allowed attempt and never
 // finished (it keeps taking its workers down) is dead-lettered, not run again.
 func TestCrashLoopIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	var runs atomic.Int32
-	f.pool(worker.Config{Workers: 1, MaxAttempts: 3, Processor: worker.ProcessorFunc(
-		func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-			runs.Add(1)
-			return worker.Outcome{}, nil
-		})})
-	tn, _ := tenant.New("site", "alice")
-	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "crashes workers", AcceptedAt: time.Now()}
-	b := f.env.Backend
-	if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateRunning, Attempts: 6}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Inbox.Publish(f.ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Claims.Request(f.ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	got := f.wait(job.ID, 10*time.Second)
-	if got.State != broker.StateDead || runs.Load() != 0 {
-		t.Fatalf("state %s after %d runs; want dead without running", got.State, runs.Load())
-	}
-	if got.Result == nil || !strings.Contains(got.Result.Error, "started 6 times without finishing") {
-		t.Fatalf("result %+v does not say why", got.Result)
-	}
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		var runs atomic.Int32
+		f.pool(worker.Config{Workers: 1, MaxAttempts: 3, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				runs.Add(1)
+				return worker.Outcome{}, nil
+			})})
+		tn, _ := tenant.New("site", "alice")
+		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "crashes workers", AcceptedAt: time.Now()}
+		b := f.b
+		if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateRunning, Attempts: 6}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Inbox.Publish(f.ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Claims.Request(f.ctx, tn, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		got := f.wait(job.ID, 10*time.Second)
+		if got.State != broker.StateDead || runs.Load() != 0 {
+			t.Fatalf("state %s after %d runs; want dead without running", got.State, runs.Load())
+		}
+		if got.Result == nil || !strings.Contains(got.Result.Error, "started 6 times without finishing") {
+			t.Fatalf("result %+v does not say why", got.Result)
+		}
+	})
 }
 
 // TestOperatorRelease: a release signal makes the owner hand the tenant back even though it
 // would otherwise keep it for its idle period.
 func TestOperatorRelease(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: newLedger().processor(0)})
-	rec := f.submit("site", "alice", "x")
-	f.wait(rec.Job.ID, 10*time.Second)
-	tn := rec.Job.Tenant
-	if _, err := f.env.Backend.Leases.Get(f.ctx, tn); err != nil {
-		t.Fatalf("owner should still hold the idle tenant: %v", err)
-	}
-	if err := f.router.Release(f.ctx, tn, "operator"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "the tenant to be released", func() bool {
-		_, err := f.env.Backend.Leases.Get(f.ctx, tn)
-		return errors.Is(err, broker.ErrNotFound)
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: newLedger().processor(0)})
+		rec := f.submit("site", "alice", "x")
+		f.wait(rec.Job.ID, 10*time.Second)
+		tn := rec.Job.Tenant
+		if _, err := f.b.Leases.Get(f.ctx, tn); err != nil {
+			t.Fatalf("owner should still hold the idle tenant: %v", err)
+		}
+		if err := f.router.Release(f.ctx, tn, "operator"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "the tenant to be released", func() bool {
+			_, err := f.b.Leases.Get(f.ctx, tn)
+			return errors.Is(err, broker.ErrNotFound)
+		})
 	})
 }
 
@@ -444,32 +450,33 @@ func TestOperatorRelease(t *testing.T) {
 // re-settling (its job already finished) is handed back at once, not held for IdleRelease.
 func TestClaimWithNothingToDoIsReleased(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
-	var runs atomic.Int32
-	f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: worker.ProcessorFunc(
-		func(context.Context, worker.Task) (worker.Outcome, error) { runs.Add(1); return worker.Outcome{}, nil })})
-	tn, _ := tenant.New("site", "alice")
-	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", AcceptedAt: time.Now()}
-	b := f.env.Backend
-	res := broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone}
-	if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateDone, Result: &res}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Inbox.Publish(f.ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Claims.Request(f.ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the message to be re-settled", func() bool {
-		n, _ := b.Inbox.Pending(f.ctx, tn)
-		return n == 0
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		var runs atomic.Int32
+		f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: worker.ProcessorFunc(
+			func(context.Context, worker.Task) (worker.Outcome, error) { runs.Add(1); return worker.Outcome{}, nil })})
+		tn, _ := tenant.New("site", "alice")
+		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", AcceptedAt: time.Now()}
+		b := f.b
+		res := broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone}
+		if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateDone, Result: &res}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Inbox.Publish(f.ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Claims.Request(f.ctx, tn, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the message to be re-settled", func() bool {
+			n, _ := b.Inbox.Pending(f.ctx, tn)
+			return n == 0
+		})
+		eventually(t, 5*time.Second, "the tenant to be released", func() bool {
+			_, err := b.Leases.Get(f.ctx, tn)
+			return errors.Is(err, broker.ErrNotFound)
+		})
+		if runs.Load() != 0 {
+			t.Fatalf("a finished job ran again (%d runs)", runs.Load())
+		}
 	})
-	eventually(t, 5*time.Second, "the tenant to be released", func() bool {
-		_, err := b.Leases.Get(f.ctx, tn)
-		return errors.Is(err, broker.ErrNotFound)
-	})
-	if runs.Load() != 0 {
-		t.Fatalf("a finished job ran again (%d runs)", runs.Load())
-	}
 }

@@ -61,7 +61,15 @@ func (w *Worker) run(ctx context.Context) {
 
 // serveClaim acquires the claimed tenant unless it has no work or another owner; the claim
 // is acknowledged only after the decision, so a crash here leaves it to be delivered again.
-func (w *Worker) serveClaim(ctx context.Context, c broker.Claim) {
+// Shutdown does not cut a decision short (a lease acquired under a cancelled context would
+// still be written): once begun, it is taken with its own deadline, and a tenant acquired as
+// shutdown begins is handed back at once by its ownership.
+func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
+	if shutdown.Err() != nil {
+		return // not decided: it is delivered again after its hand-out time
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(shutdown), claimDecision)
+	defer cancel()
 	t := c.Tenant()
 	log := w.log().With(slog.String("tenant", t.String()))
 	b := w.cfg.Backend
@@ -71,7 +79,7 @@ func (w *Worker) serveClaim(ctx context.Context, c broker.Claim) {
 		return
 	}
 	lease, err := b.Leases.Acquire(ctx, t, w.id, w.cfg.LeaseTTL)
-	_ = c.Ack(context.WithoutCancel(ctx))
+	_ = c.Ack(ctx)
 	if errors.Is(err, broker.ErrLeaseHeld) {
 		metrics.Claims.WithLabelValues("held").Inc()
 		return
@@ -81,15 +89,19 @@ func (w *Worker) serveClaim(ctx context.Context, c broker.Claim) {
 		log.ErrorContext(ctx, "acquire lease", slog.Any("err", err))
 		return
 	}
+	cancel()
 	metrics.Claims.WithLabelValues("acquired").Inc()
 	if at := c.RequestedAt(); !at.IsZero() {
 		metrics.ClaimWait.Observe(time.Since(at).Seconds())
 	}
 	metrics.LeasesHeld.Inc()
 	defer metrics.LeasesHeld.Dec()
-	log.DebugContext(ctx, "claimed", slog.Uint64("token", lease.Token))
-	newOwnership(w, lease).run(ctx)
+	log.DebugContext(shutdown, "claimed", slog.Uint64("token", lease.Token))
+	newOwnership(w, lease).run(shutdown)
 }
+
+// claimDecision bounds deciding on one claim (pending count, lease, acknowledgement).
+const claimDecision = 10 * time.Second
 
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

@@ -98,7 +98,7 @@ func TestCancelledReceivesLoseNothing(t *testing.T) {
 		if _, err := b.Claims.Next(gaveUp); err != context.DeadlineExceeded {
 			t.Fatalf("expected context.DeadlineExceeded, got %v", err)
 		}
-		must(t, b.Claims.Request(ctx, alice), "request a claim")
+		must(t, b.Claims.Request(ctx, alice, time.Now()), "request a claim")
 		within, cancel2 := context.WithTimeout(ctx, soon)
 		defer cancel2()
 		c, err := b.Claims.Next(within)

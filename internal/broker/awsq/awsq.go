@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,6 +36,9 @@ const (
 	// DefaultMaxPayload is the largest message body sent through SQS itself; larger jobs and
 	// results go to S3 and SQS carries a reference (SQS's default limit is 256 KiB).
 	DefaultMaxPayload = 200 * 1024
+	// DefaultMaxMessage is the largest job or result accepted at all (JSON-encoded, through
+	// S3): the same 64 MB as the other backends, so a job is refused alike everywhere.
+	DefaultMaxMessage = 64 << 20
 	// maxQueueName is SQS's limit on queue names, ".fifo" included.
 	maxQueueName = 80
 )
@@ -83,6 +87,9 @@ type Config struct {
 	SweepAfter time.Duration
 	// MaxPayload is the largest body sent through SQS itself. Default 200 KiB.
 	MaxPayload int
+	// MaxMessage is the largest job or result accepted (larger: broker.ErrTooLarge). Default
+	// 64 MB.
+	MaxMessage int
 	// AWS, when set, is the SDK configuration to use instead of loading the default one.
 	AWS *aws.Config
 	// APIOptions are added to every client's middleware stack (metrics, call counting).
@@ -109,6 +116,7 @@ func (c Config) withDefaults() Config {
 	c.ClockSkew = cmpOr(c.ClockSkew, 100*time.Millisecond)
 	c.SweepAfter = cmpOr(c.SweepAfter, 30*time.Second)
 	c.MaxPayload = cmpOr(c.MaxPayload, DefaultMaxPayload)
+	c.MaxMessage = cmpOr(c.MaxMessage, DefaultMaxMessage)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -117,7 +125,7 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	if !prefixPattern.MatchString(c.Prefix) {
-		return fmt.Errorf("awsq: Prefix %q must match %s", c.Prefix, prefixPattern)
+		return fmt.Errorf("awsq: prefix %q: use 1–24 lowercase letters, digits and dashes, starting with a letter or digit (%s)", c.Prefix, prefixPattern)
 	}
 	if c.PollWait < time.Second || c.PollWait > 20*time.Second {
 		return fmt.Errorf("awsq: PollWait %v must be between 1s and 20s (SQS long polls)", c.PollWait)
@@ -149,6 +157,10 @@ type adapter struct {
 	names   names
 
 	urls sync.Map // queue name → URL
+
+	// halted is set by Close: from then on every AWS call fails with errClosed (as a closed
+	// NATS connection's would), except Close's own giving back (calls on windDown contexts).
+	halted atomic.Bool
 
 	mu        sync.Mutex
 	closed    bool
@@ -184,21 +196,36 @@ func newAdapter(ctx context.Context, cfg Config) (*adapter, error) {
 	}
 	a := &adapter{cfg: cfg, process: randomID(), names: newNames(cfg.Prefix)}
 	a.bg, a.stopBg = context.WithCancel(context.Background())
+	apiOptions := append([]func(*middleware.Stack) error{a.refuseWhenHalted}, cfg.APIOptions...)
 	a.sqs = sqs.NewFromConfig(ac, func(o *sqs.Options) {
 		setEndpoint(&o.BaseEndpoint, cfg.SQSEndpoint)
-		o.APIOptions = append(o.APIOptions, cfg.APIOptions...)
+		o.APIOptions = append(o.APIOptions, apiOptions...)
 	})
 	a.ddb = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) {
 		setEndpoint(&o.BaseEndpoint, cfg.DynamoDBEndpoint)
-		o.APIOptions = append(o.APIOptions, cfg.APIOptions...)
+		o.APIOptions = append(o.APIOptions, apiOptions...)
 		o.DisableValidateResponseChecksum = cfg.DynamoDBEndpoint != "" // DynamoDB Local's CRCs differ
 	})
 	a.s3 = s3.NewFromConfig(ac, func(o *s3.Options) {
 		setEndpoint(&o.BaseEndpoint, cfg.S3Endpoint)
 		o.UsePathStyle = cfg.S3Endpoint != ""
-		o.APIOptions = append(o.APIOptions, cfg.APIOptions...)
+		o.APIOptions = append(o.APIOptions, apiOptions...)
 	})
 	return a, nil
+}
+
+// windDown marks the contexts of Close's own calls, which run after halted is set.
+type windDown struct{}
+
+// refuseWhenHalted fails every call made after Close began, but Close's own.
+func (a *adapter) refuseWhenHalted(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("wo-halted",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if a.halted.Load() && ctx.Value(windDown{}) == nil {
+				return middleware.InitializeOutput{}, middleware.Metadata{}, errClosed
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
 }
 
 func setEndpoint(dst **string, endpoint string) {
@@ -252,6 +279,7 @@ func (a *adapter) close() error {
 		return nil
 	}
 	a.closed = true
+	a.halted.Store(true)
 	rs := a.receivers
 	a.mu.Unlock()
 	for _, r := range rs {
@@ -274,7 +302,7 @@ func (a *adapter) deleteSignalQueue() {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(a.bg, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithValue(a.bg, windDown{}, true), 10*time.Second)
 	defer cancel()
 	if _, err := a.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u.(string))}); err != nil {
 		a.cfg.Logger.Warn("awsq: delete the signal queue", "err", err)

@@ -31,8 +31,8 @@ func TestConformance(t *testing.T) { brokertest.Run(t, harness(awsqtest.Dynalite
 
 // TestConformanceDynamoDBLocal runs the suite with AWS's own DynamoDB Local (the fidelity run).
 func TestConformanceDynamoDBLocal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fidelity run on DynamoDB Local skipped in -short mode")
+	if testing.Short() || raceDetector {
+		t.Skip("fidelity run on DynamoDB Local skipped in -short mode and under -race (the plain run does it)")
 	}
 	brokertest.Run(t, harness(awsqtest.DynamoDBLocal))
 }

@@ -95,7 +95,7 @@ func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord)
 			return broker.JobRecord{}, ctxErr(ctx, err)
 		}
 		if err := fn(&rec); err != nil {
-			return broker.JobRecord{}, err
+			return rec, err
 		}
 		body, err := jsonString(rec)
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 type names struct {
 	prefix string
 	// Tables.
-	inbox, deadLetters, leases, jobs, workers, routes, tables string
+	inbox, deadLetters, leases, jobs, workers, routes, tables, claimsTable string
 	// Shared queues.
 	claims, results string
 }
@@ -26,6 +26,7 @@ func newNames(prefix string) names {
 		workers:     prefix + "_workers",
 		routes:      prefix + "_routes",
 		tables:      prefix + "_tables",
+		claimsTable: prefix + "_claims",
 		claims:      prefix + "-claims",
 		results:     prefix + "-results.fifo",
 	}
@@ -33,7 +34,7 @@ func newNames(prefix string) names {
 
 // allTables lists the tables New creates.
 func (n names) allTables() []string {
-	return []string{n.inbox, n.deadLetters, n.leases, n.jobs, n.workers, n.routes, n.tables}
+	return []string{n.inbox, n.deadLetters, n.leases, n.jobs, n.workers, n.routes, n.tables, n.claimsTable}
 }
 
 // tenantQueue is t's FIFO queue: "<prefix>-in_<project>_<user>.fifo", unambiguous because "_"

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	stypes "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/webordinary/webordinary/internal/broker"
 )
 
 // envelope is a message body: the payload itself, or a reference to it in S3 (a claim check)
@@ -26,6 +28,10 @@ func (a *adapter) wrap(ctx context.Context, id, key string, v any) (string, erro
 	body, err := json.Marshal(v)
 	if err != nil {
 		return "", err
+	}
+	if len(body) > a.cfg.MaxMessage {
+		return "", fmt.Errorf("%w: %s with its attachments is %d MB; the engine accepts %d MB (send smaller attachments)",
+			broker.ErrTooLarge, id, len(body)>>20, a.cfg.MaxMessage>>20)
 	}
 	env := envelope{ID: id, Body: body}
 	if len(body) > a.cfg.MaxPayload {

@@ -224,7 +224,7 @@ func (r *receiver) fresh(ctx context.Context, m received) bool {
 // release makes the message of handle visible again at once; errors are only logged (a stale
 // handle means someone else has it already).
 func (a *adapter) release(queue, handle string) {
-	ctx, cancel := context.WithTimeout(a.bg, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithValue(a.bg, windDown{}, true), 10*time.Second)
 	defer cancel()
 	if err := a.setVisibility(ctx, queue, handle, 0); err != nil && !staleHandle(err) {
 		a.cfg.Logger.Warn("awsq: give back a message", "queue", queue, "err", err)

@@ -5,31 +5,56 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 )
 
+// Scheme is this backend's broker.Open scheme.
+const Scheme = "aws"
+
+func init() { broker.Register(Scheme, open) }
+
+// urlParams are the parameters of an aws:// URL, in the order the help lists them.
+var urlParams = []string{"region", "prefix", "endpoint", "sqs", "dynamodb", "s3", "bucket", "create", "pollwait"}
+
 // ParseURL reads a backend URL into a Config:
 //
-//	aws://?region=eu-west-1&prefix=wo&endpoint=http://127.0.0.1:4566&create=1
+//	aws://?region=eu-west-1&prefix=wo
+//	aws://?region=us-east-1&prefix=dev&endpoint=http://127.0.0.1:4566&create=true
 //
-// Parameters: region, prefix, endpoint (all services), sqs, dynamodb, s3 (per service), bucket,
-// create (1/true: create missing resources), pollwait (a duration, e.g. 20s). The host part
-// must be empty: everything is a parameter.
+// Parameters (all optional): region (default: the SDK's, from AWS_REGION or the profile, else
+// us-east-1), prefix (names every queue, table and bucket; default wo), endpoint (one URL for
+// SQS, DynamoDB and S3: an emulator or LocalStack), sqs, dynamodb, s3 (per-service endpoints,
+// overriding endpoint), bucket (payloads over SQS's limit; default <prefix>-payloads), create
+// (true: create missing tables, queues and the bucket at open, for development), pollwait (the
+// long-poll wait, 1s–20s, default 20s). The host and path must be empty: everything is a
+// parameter. Credentials come from the SDK's usual chain, never from the URL.
 func ParseURL(s string) (Config, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return Config{}, fmt.Errorf("awsq: backend URL: %w", err)
+		return Config{}, fmt.Errorf("awsq: backend URL %q: %w", s, err)
 	}
-	if u.Scheme != "aws" {
+	if u.Scheme != Scheme {
 		return Config{}, fmt.Errorf("awsq: backend URL %q: scheme must be aws", s)
+	}
+	if u.User != nil {
+		return Config{}, fmt.Errorf("awsq: backend URL %q: remove the credentials; the AWS SDK reads them from the environment, profile or role", s)
 	}
 	if u.Host != "" || (u.Path != "" && u.Path != "/") {
 		return Config{}, fmt.Errorf("awsq: backend URL %q: put everything in parameters, e.g. aws://?region=us-east-1&prefix=wo", s)
 	}
-	return configFromQuery(u.Query())
+	cfg, err := configFromQuery(u.Query())
+	if err != nil {
+		return Config{}, fmt.Errorf("awsq: backend URL %q: %w", s, err)
+	}
+	if err := cfg.withDefaults().validate(); err != nil {
+		return Config{}, fmt.Errorf("backend URL %q: %w", s, err)
+	}
+	return cfg, nil
 }
 
 func configFromQuery(q url.Values) (Config, error) {
@@ -39,23 +64,28 @@ func configFromQuery(q url.Values) (Config, error) {
 		Bucket: q.Get("bucket"),
 	}
 	for k := range q {
-		switch k {
-		case "region", "prefix", "endpoint", "sqs", "dynamodb", "s3", "bucket", "create", "pollwait":
-		default:
-			return Config{}, fmt.Errorf("awsq: backend URL: unknown parameter %q", k)
+		if !slices.Contains(urlParams, k) {
+			return Config{}, fmt.Errorf("unknown parameter %q (known: %s)", k, strings.Join(urlParams, ", "))
+		}
+	}
+	for _, k := range []string{"endpoint", "sqs", "dynamodb", "s3"} {
+		if v := q.Get(k); v != "" {
+			if e, err := url.Parse(v); err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+				return Config{}, fmt.Errorf("%s=%q: want an http:// or https:// URL with a host", k, v)
+			}
 		}
 	}
 	if v := q.Get("create"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return Config{}, fmt.Errorf("awsq: backend URL: create=%q: want true or false", v)
+			return Config{}, fmt.Errorf("create=%q: want true or false", v)
 		}
 		cfg.Create = b
 	}
 	if v := q.Get("pollwait"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return Config{}, fmt.Errorf("awsq: backend URL: pollwait=%q: %w", v, err)
+			return Config{}, fmt.Errorf("pollwait=%q: want a duration between 1s and 20s", v)
 		}
 		cfg.PollWait = d
 	}
@@ -63,18 +93,32 @@ func configFromQuery(q url.Values) (Config, error) {
 }
 
 // Open parses an aws:// URL and returns its backend; logger may be nil.
-//
-// TODO(app): when broker.Open with its scheme registry (branch app) is on main, register this
-// scheme from an init func in this file:
-//
-//	broker.Register("aws", func(ctx context.Context, url string, opts broker.Options) (*broker.Backend, error) {
-//		return Open(ctx, url, opts.Logger)
-//	})
 func Open(ctx context.Context, rawURL string, logger *slog.Logger) (*broker.Backend, error) {
 	cfg, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Logger = logger
-	return New(ctx, cfg)
+	b, err := New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.Describe = describe(cfg.withDefaults())
+	b.Endpoint = rawURL
+	return b, nil
+}
+
+func open(ctx context.Context, rawURL string, opts broker.Options) (*broker.Backend, error) {
+	return Open(ctx, rawURL, opts.Logger)
+}
+
+func describe(cfg Config) string {
+	where := "AWS"
+	if cfg.Region != "" {
+		where += " " + cfg.Region
+	}
+	if cfg.Endpoint+cfg.SQSEndpoint+cfg.DynamoDBEndpoint != "" {
+		where = "AWS emulators (SQS " + cfg.SQSEndpoint + ", DynamoDB " + cfg.DynamoDBEndpoint + ")"
+	}
+	return fmt.Sprintf("SQS, DynamoDB and S3 on %s, prefix %s", where, cfg.Prefix)
 }

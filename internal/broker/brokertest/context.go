@@ -67,7 +67,7 @@ func leaseCalls(b *broker.Backend) []call {
 
 func otherCalls(b *broker.Backend) []call {
 	return []call{
-		{"Claims.Request", func(ctx context.Context) error { return b.Claims.Request(ctx, tenantA) }},
+		{"Claims.Request", func(ctx context.Context) error { return b.Claims.Request(ctx, tenantA, time.Now()) }},
 		{"Claims.Next", func(ctx context.Context) error { _, err := b.Claims.Next(ctx); return err }},
 		{"Claims.Waiting", func(ctx context.Context) error { _, err := b.Claims.Waiting(ctx); return err }},
 		{"Results.Publish", func(ctx context.Context) error { return b.Results.Publish(ctx, newResult(tenantA, 1)) }},

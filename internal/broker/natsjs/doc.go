@@ -5,16 +5,20 @@
 // Layout on the server:
 //
 //	stream WO_IN       wo.in.<project>.<user>   work queue, fsync'd; one consumer per owned tenant (memory state)
-//	stream WO_CLAIMS   wo.claims                work queue in memory (hints); one shared consumer "workers"
 //	stream WO_RESULTS  wo.out.<project>.<user>  limits (7 days), fsync'd; consumer "router"
 //	stream WO_DLQ      wo.dlq.<project>.<user>  limits (30 days)
 //	KV wo_leases       <project>.<user>         per-key TTL; fencing token = revision at acquire
 //	KV wo_jobs         <job id>                 job records; async persist on a single server
 //	KV wo_workers      <worker id>              presence in memory, per-key TTL
+//	KV wo_claims       <project>.<user>         claim requests in memory: one record per tenant (since, hand-out)
 //	KV wo_t_<name>     (Table)                  projects, threads, mail index
 //	core subject       wo.sig.<project>.<user>  interrupts and release requests (best effort)
 //
 // A tenant's consumer exists only while the tenant is owned (created by Open, deleted by
 // Close): JetStream's ack cost grows with the number of consumers on a stream and 2.15 caps a
 // stream at 1,000 consumers by default, so consumers = owned tenants.
+//
+// Claims are a KV bucket rather than a queue because they are served in an order a stream
+// cannot keep: oldest since first, one request per tenant. Each backend instance watches the
+// bucket (one dispatcher per process) and takes the oldest waiting request by compare-and-set.
 package natsjs

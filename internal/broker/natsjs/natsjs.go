@@ -15,20 +15,18 @@ import (
 // Names of the streams, buckets and subjects this adapter uses.
 const (
 	streamInbox   = "WO_IN"
-	streamClaims  = "WO_CLAIMS"
 	streamResults = "WO_RESULTS"
 	streamDLQ     = "WO_DLQ"
 	bucketLeases  = "wo_leases"
 	bucketJobs    = "wo_jobs"
 	bucketWorkers = "wo_workers"
+	bucketClaims  = "wo_claims"
 
 	subjInbox   = "wo.in."
-	subjClaims  = "wo.claims"
 	subjResults = "wo.out."
 	subjDLQ     = "wo.dlq."
 	subjSignals = "wo.sig."
 
-	consumerClaims  = "workers"
 	consumerResults = "router"
 )
 
@@ -36,8 +34,8 @@ const (
 type Config struct {
 	// Replicas for every stream and bucket: 1 on a single server, 3 on a cluster.
 	Replicas int
-	// ClaimAckWait is how long a received claim request may stay unacknowledged before another
-	// worker gets it. Default 5s.
+	// ClaimAckWait is how long a claim request handed out may stay unacknowledged before it is
+	// waiting again. Default 5s.
 	ClaimAckWait time.Duration
 	// ResultAckWait is the same for results. Default 30s.
 	ResultAckWait time.Duration
@@ -80,7 +78,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 	}
 	return &broker.Backend{
 		Inbox:    &inbox{a: a},
-		Claims:   &claims{a: a},
+		Claims:   newClaims(a),
 		Leases:   &leases{kv: a.leases, js: js},
 		Results:  &results{a: a},
 		Signals:  &signals{nc: nc},
@@ -96,11 +94,10 @@ type adapter struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	inbox, claims, results, dlq jetstream.Stream
-	claimsConsumer              jetstream.Consumer
-	resultsConsumer             jetstream.Consumer
-	leases, jobs, workers       jetstream.KeyValue
-	jobsStream                  jetstream.Stream // the stream under the jobs bucket
+	inbox, results, dlq             jetstream.Stream
+	resultsConsumer                 jetstream.Consumer
+	leases, jobs, workers, claimsKV jetstream.KeyValue
+	jobsStream                      jetstream.Stream // the stream under the jobs bucket
 }
 
 func (a *adapter) setup(ctx context.Context) error {
@@ -118,12 +115,6 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 	r := a.cfg.Replicas
 	if a.inbox, err = a.stream(ctx, jetstream.StreamConfig{Name: streamInbox, Subjects: []string{subjInbox + "*.*"},
 		Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
-		return err
-	}
-	// Claim requests are hints (the lease is the truth) and the router re-requests claims for
-	// every unowned tenant with pending jobs when it starts, so they live in memory: no fsync.
-	if a.claims, err = a.stream(ctx, jetstream.StreamConfig{Name: streamClaims, Subjects: []string{subjClaims},
-		Retention: jetstream.WorkQueuePolicy, Replicas: r, Storage: jetstream.MemoryStorage}); err != nil {
 		return err
 	}
 	if a.results, err = a.stream(ctx, jetstream.StreamConfig{Name: streamResults, Subjects: []string{subjResults + "*.*"},
@@ -145,13 +136,6 @@ func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetst
 
 func (a *adapter) setupConsumers(ctx context.Context) error {
 	var err error
-	a.claimsConsumer, err = a.claims.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: consumerClaims, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ClaimAckWait,
-		MaxAckPending: -1, MaxDeliver: -1, Replicas: a.cfg.Replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", consumerClaims, err)
-	}
 	a.resultsConsumer, err = a.results.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: consumerResults, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ResultAckWait,
 		MaxAckPending: 1000, MaxDeliver: -1, Replicas: a.cfg.Replicas,
@@ -173,8 +157,14 @@ func (a *adapter) setupBuckets(ctx context.Context) error {
 		return err
 	}
 	// Presence is rebuilt by every worker's next heartbeat: memory is enough.
-	a.workers, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketWorkers, History: 1,
-		LimitMarkerTTL: time.Second, Replicas: r, Storage: jetstream.MemoryStorage})
+	if a.workers, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketWorkers, History: 1,
+		LimitMarkerTTL: time.Second, Replicas: r, Storage: jetstream.MemoryStorage}); err != nil {
+		return err
+	}
+	// Claim requests are hints (the lease is the truth) and the router re-requests claims for
+	// every unowned tenant with pending jobs when it starts, so they live in memory: no fsync.
+	a.claimsKV, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketClaims, History: 1,
+		Replicas: r, Storage: jetstream.MemoryStorage})
 	return err
 }
 

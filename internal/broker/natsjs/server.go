@@ -20,7 +20,8 @@ type ServerConfig struct {
 	// NoSync relaxes fsync-per-write (sync_always) to the server's periodic sync: faster, but a
 	// power loss can lose the last accepted jobs. Off by default.
 	NoSync bool
-	// Listen is a host:port to accept clients on (other worker processes); empty = in-process only.
+	// Listen is a host:port to accept clients on (other worker processes); port 0 picks a
+	// free one; empty = in-process only.
 	Listen string
 	// User and Password are required of every client, in-process ones included. Required
 	// when Listen is set: the engine never accepts an unauthenticated socket, not even on
@@ -32,7 +33,7 @@ type ServerConfig struct {
 
 func (c ServerConfig) validate() error {
 	if c.Dir == "" {
-		return errors.New("natsjs: server needs a data directory (--data)")
+		return errors.New("natsjs: server needs a directory (ServerConfig.Dir)")
 	}
 	if c.Listen == "" {
 		return nil
@@ -54,6 +55,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	opts, err := serverOptions(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Listen != "" {
+		if err := checkFree(cfg.Listen); err != nil {
+			return nil, err
+		}
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -90,6 +96,9 @@ func serverOptions(cfg ServerConfig) (*server.Options, error) {
 		p, err := strconv.Atoi(port)
 		if err != nil {
 			return nil, fmt.Errorf("natsjs: listen port %q: %w", port, err)
+		}
+		if p == 0 {
+			p = server.RANDOM_PORT // NATS reads 0 as its default port, 4222
 		}
 		opts.Host, opts.Port = host, p
 	}

@@ -92,7 +92,7 @@ func isResolution(err error) bool {
 func refusal(err error, ours string) string {
 	switch {
 	case errors.Is(err, errUnknownSender):
-		return "this address is not registered for any site; ask the site's owner to add it (webordinary project add --sender ADDRESS=USER)"
+		return "this address is not registered to make changes to any site here; if it should be, ask the person who manages your site (operator: webordinary project add --sender ADDRESS=USER)"
 	case errors.Is(err, errForeignThread):
 		return "this conversation belongs to another person; start a new message to " + ours + " instead of replying to theirs"
 	}

@@ -93,9 +93,9 @@ func New(cfg Config) (*Inbound, error) {
 	cfg = cfg.withDefaults()
 	switch {
 	case len(cfg.Domains) == 0:
-		return nil, errors.New("inbound: no mail domain (set --mail-domain)")
+		return nil, errors.New("inbound: no mail domain (Config.Domains)")
 	case len(cfg.Secret) < 16:
-		return nil, errors.New("inbound: the reply-token secret must be at least 16 bytes (set --mail-secret or let serve create one in the data directory)")
+		return nil, errors.New("inbound: the reply-token secret (Config.Secret) must be at least 16 bytes")
 	case cfg.Projects == nil || cfg.Threads == nil || cfg.Mail == nil:
 		return nil, errors.New("inbound: project, thread and mail tables are required")
 	}
@@ -115,6 +115,7 @@ type Report struct {
 	Thread      Resolution    `json:"thread"`
 	Instruction string        `json:"instruction"`
 	Forwarded   bool          `json:"forwarded,omitempty"`
+	Guessed     bool          `json:"guessed,omitempty"` // the instruction is extraction's best guess
 	Attachments []AttachInfo  `json:"attachments"`
 	Auth        *auth.Verdict `json:"auth,omitempty"`
 	Loop        string        `json:"loop,omitempty"`
@@ -232,7 +233,7 @@ func (in *Inbound) read(ctx context.Context, raw []byte) (*Report, error) {
 	}
 	ex := reply.Extract(m.Text)
 	r := &Report{From: m.From.Addr, Subject: m.Subject, MessageID: m.MessageID, Instruction: ex.Text,
-		Forwarded: ex.Forwarded, Problems: m.Problems, msg: m, raw: raw}
+		Forwarded: ex.Forwarded, Guessed: ex.Guessed, Problems: m.Problems, msg: m, raw: raw}
 	for _, a := range append(append([]message.Address{}, m.To...), m.Cc...) {
 		r.To = append(r.To, a.Addr)
 	}
@@ -292,7 +293,8 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 	refs := append(append([]string{}, m.References...), m.MessageID)
 	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: broker.JobIDAt(env.ReceivedAt, key),
 		Project: r.Thread.Project, User: r.Thread.User, Thread: r.Thread.Thread, Instruction: r.Instruction,
-		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs})
+		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs,
+		Guessed: r.Guessed})
 	if errors.Is(err, router.ErrInvalid) {
 		r.Decision = Decision{Action: "refuse", Reason: err.Error(), Reply: r.Auth != nil && r.Auth.Pass}
 		return in.refuse(ctx, r)

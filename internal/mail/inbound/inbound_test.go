@@ -19,6 +19,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
+	"github.com/webordinary/webordinary/internal/durable"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
@@ -111,11 +112,18 @@ func (f *fixture) pending(user string) int {
 }
 
 // sent returns the replies written to the development outbox (waiting up to 5s for want).
+// A reply still being written is a temporary file, not a reply yet.
 func (f *fixture) sent(want int) []*mail.Message {
 	f.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		entries, _ := os.ReadDir(f.outDir)
+		all, _ := os.ReadDir(f.outDir)
+		var entries []os.DirEntry
+		for _, e := range all {
+			if !strings.HasPrefix(e.Name(), durable.TempPrefix) {
+				entries = append(entries, e)
+			}
+		}
 		if len(entries) >= want || time.Now().After(deadline) {
 			var out []*mail.Message
 			for _, e := range entries {
@@ -293,4 +301,47 @@ func TestRecordSentThreadsRepliesToReplacedMessageIDs(t *testing.T) {
 	if err := f.in.RecordSent(ctx, []byte("Message-ID: <x@y>\r\n\r\n"), "<other@email.amazonses.com>"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestGuessedInstructionIsCarriedToTheReply(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := "-- \nMake the header green please.\n" // only text below a signature separator
+	rep := f.handle(f.mail("Alice <alice@example.com>", "edit@edit.example.net", "g1@example.com", "", body, "example.com"), "alice@example.com")
+	if rep.Decision.Action != "run" || !rep.Guessed || rep.Instruction != "Make the header green please." {
+		t.Fatalf("decision %+v guessed %v instruction %q", rep.Decision, rep.Guessed, rep.Instruction)
+	}
+	rec, err := f.b.Jobs.Get(context.Background(), rep.JobID)
+	if err != nil || !rec.Job.Guessed {
+		t.Fatalf("job record %+v: %v", rec.Job, err)
+	}
+	if err := f.in.OnResult(context.Background(), broker.Result{JobID: rep.JobID, State: broker.StateDone, Summary: "Header is green."}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.sent(1)
+	if len(msgs) != 1 {
+		t.Fatalf("%d replies", len(msgs))
+	}
+	text := replyText(t, msgs[0])
+	if !strings.Contains(text, "wasn't sure which part of your email was new") || !strings.Contains(text, "Make the header green please.") {
+		t.Fatalf("reply does not say the instruction was guessed:\n%s", text)
+	}
+}
+
+// replyText returns the text/plain part of a composed reply.
+func replyText(t *testing.T, m *mail.Message) string {
+	t.Helper()
+	var buf bytes.Buffer
+	for k, v := range m.Header {
+		fmt.Fprintf(&buf, "%s: %s\r\n", k, strings.Join(v, ", "))
+	}
+	buf.WriteString("\r\n")
+	if _, err := buf.ReadFrom(m.Body); err != nil {
+		t.Fatal(err)
+	}
+	p, err := message.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Text
 }

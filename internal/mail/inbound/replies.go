@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/mail"
+	"strings"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -32,6 +34,11 @@ func (in *Inbound) OnResult(ctx context.Context, res broker.Result) error {
 	}
 	rep := in.baseReply(rec.Job, kindOf(res.State))
 	fillResult(&rep, res, rec)
+	if operatorsProblem(rep) {
+		in.cfg.Logger.WarnContext(ctx, "operator attention: the owner was told you have been told",
+			slog.String("job", res.JobID), slog.String("state", string(res.State)),
+			slog.String("problem", string(rep.Problem)), slog.String("error", res.Error))
+	}
 	return in.send(ctx, rep)
 }
 
@@ -48,7 +55,7 @@ func (in *Inbound) baseReply(job broker.Job, kind outbox.Kind) outbox.Reply {
 		From:    mail.Address{Name: "webordinary", Address: in.Address()},
 		ReplyTo: in.tokens.Address(in.cfg.Local, in.cfg.Domains[0], job.Thread),
 		Subject: job.Subject, InReplyTo: job.MessageID, References: job.References, JobID: job.ID,
-		Understood: job.Instruction}
+		Understood: job.Instruction, Guessed: job.Guessed}
 	if in.cfg.JobURL != nil {
 		rep.JobURL = in.cfg.JobURL(job.ID)
 	}
@@ -76,22 +83,10 @@ func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
 	if rep.LogTail == "" && res.State != broker.StateDone {
 		rep.LogTail = res.OutputTail
 	}
+	rep.Problem = outbox.ProblemOf(res.Error)
 	for _, f := range d.Files {
 		rep.Files = append(rep.Files, outbox.File{Status: f.Status, Path: f.Path})
 	}
-	if res.State != broker.StateDone {
-		rep.Hint = hintFor(res.State)
-	}
-}
-
-func hintFor(s broker.State) string {
-	switch s {
-	case broker.StateDead:
-		return "Try rephrasing the instruction, or split it into smaller steps, and send it again."
-	case broker.StateInterrupted:
-		return "Nothing to do: your newer message is being worked on."
-	}
-	return "Reply to this email with more detail, or a simpler version of the change."
 }
 
 // refuse tells a verified sender why their message was not acted on.
@@ -106,7 +101,7 @@ func (in *Inbound) refuse(ctx context.Context, r *Report) error {
 	rep := outbox.Reply{Kind: kind, To: mail.Address{Address: r.From},
 		From:    mail.Address{Name: "webordinary", Address: in.Address()},
 		Subject: r.Subject, InReplyTo: r.MessageID, References: r.msg.References,
-		Error: r.Decision.Reason, RetryAfter: time.Hour}
+		Error: ownerReason(r.Decision.Reason), RetryAfter: time.Hour}
 	if r.MessageID == "" {
 		rep.MessageID = fmt.Sprintf("wo-refused-%d@%s", in.cfg.Now().UnixNano(), in.cfg.Domains[0])
 	}
@@ -126,3 +121,17 @@ func (in *Inbound) send(ctx context.Context, rep outbox.Reply) error {
 }
 
 func parseIP(s string) net.IP { return net.ParseIP(s) }
+
+// ownerReason is a refusal's reason as the sender reads it: the operator's part (what to run)
+// stays in the log.
+func ownerReason(reason string) string {
+	if i := strings.Index(reason, " ("); i > 0 && strings.HasSuffix(reason, ")") {
+		return reason[:i]
+	}
+	return reason
+}
+
+// operatorsProblem reports a failure the owner's reply says the operator has been told of.
+func operatorsProblem(rep outbox.Reply) bool {
+	return rep.Kind == outbox.Dead || rep.Kind == outbox.Failed && rep.Problem.Operators()
+}

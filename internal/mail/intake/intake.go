@@ -38,10 +38,19 @@ type Envelope struct {
 // twice). The handler must return soon after ctx ends: Run waits for it.
 type Handler func(ctx context.Context, env Envelope, raw []byte) error
 
+// Defaults of Config's fields.
+const (
+	DefaultAddr     = "127.0.0.1:2525"
+	DefaultMaxBytes = 25 << 20
+)
+
 // Config configures the listener.
 type Config struct {
-	// Addr to listen on. Default 127.0.0.1:2525.
+	// Addr to listen on. Default DefaultAddr.
 	Addr string
+	// Listener, when set, is accepted on instead of listening on Addr (the caller bound it,
+	// so that every address is taken before anything starts). Run closes it.
+	Listener net.Listener
 	// Domains we accept mail for (the part after @ of a recipient). Required.
 	Domains []string
 	// MaxBytes bounds a message. Default 25 MB.
@@ -61,10 +70,10 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
-		c.Addr = "127.0.0.1:2525"
+		c.Addr = DefaultAddr
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = 25 << 20
+		c.MaxBytes = DefaultMaxBytes
 	}
 	if c.Hostname == "" {
 		c.Hostname = "localhost"
@@ -84,7 +93,7 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case len(c.Domains) == 0:
-		return errors.New("intake: no mail domain configured (set --mail-domain, e.g. --mail-domain edit.example.com)")
+		return errors.New("intake: no mail domain configured (Config.Domains, e.g. edit.example.com)")
 	case c.Spool == "":
 		return errors.New("intake: no spool directory")
 	case c.Handler == nil:
@@ -102,7 +111,7 @@ type Server struct {
 	wake  chan struct{}
 }
 
-// New validates cfg, opens the spool and starts listening.
+// New validates cfg, opens the spool and starts listening (on Config.Listener when set).
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -114,8 +123,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, spool: sp, wake: make(chan struct{}, 1)}
 	s.smtp = s.newSMTP()
+	if s.ln = cfg.Listener; s.ln != nil {
+		return s, nil
+	}
 	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
-		return nil, fmt.Errorf("intake: listen %s: %w (pick another --smtp address)", cfg.Addr, err)
+		return nil, fmt.Errorf("intake: listen %s: %w (pick another address)", cfg.Addr, err)
 	}
 	return s, nil
 }

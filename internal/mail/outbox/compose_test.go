@@ -23,18 +23,18 @@ func TestComposeKinds(t *testing.T) {
 			"Preview 2", "thread/t0k3n", "0123456", "took 2m13s", "$0.42", "https://app.example.com/jobs/job-42",
 		}},
 		{Failed, func(r *Reply) {
-			r.Error, r.Hint, r.LogTail = "the build failed", "Check the image path.", "npm ERR! missing: logo.png"
-		}, []string{"couldn't finish", "What went wrong: the build failed", "What to try: Check the image path.",
-			"npm ERR! missing: logo.png", "https://app.example.com/jobs/job-42"}},
+			r.Error, r.Problem, r.LogTail = "build: exit 1", ProblemBuild, "npm ERR! missing: logo.png"
+		}, []string{"couldn't finish", "your site no longer built with it", "What to do: Reply with more detail",
+			"https://app.example.com/jobs/job-42"}},
 		{Interrupted, nil, []string{"A newer message took over", "Partial work was saved on thread/t0k3n"}},
-		{Dead, func(r *Reply) { r.Attempts, r.Error = 3, "agent crashed" }, []string{
-			"could not be done after 3 attempts", "Last error: agent crashed",
+		{Dead, func(r *Reply) { r.Attempts, r.Error, r.Problem = 3, "agent crashed", ProblemAgent }, []string{
+			"made 3 attempts", "stopped with an error", "have been told",
 		}},
 		{Refused, func(r *Reply) {
 			r.Error, r.Hint = "this address is not verified for example.com", "Verify it from the dashboard."
 		}, []string{"didn't act on your message", "Why: this address is not verified", "What to do: Verify it"}},
 		{RateLimited, func(r *Reply) { r.RetryAfter = 5 * time.Minute }, []string{
-			"Too many messages", "slow down", "in about 5 minutes",
+			"Many instructions arrived", "in about 5 minutes",
 		}},
 		{Received, nil, []string{"Got it!", "Follow along", "https://app.example.com/jobs/job-42"}},
 	}
@@ -117,6 +117,7 @@ func TestComposeEscapesHTML(t *testing.T) {
 	r.Kind = Failed
 	r.Error = `<img src=x onerror="alert(1)">`
 	r.LogTail = "</pre><script>alert(2)</script>"
+	r.Understood = "</pre><script>alert(2)</script>"
 	r.JobURL = "javascript:alert(3)"
 	msg, err := Compose(r, newClock().Now())
 	if err != nil {
@@ -129,7 +130,7 @@ func TestComposeEscapesHTML(t *testing.T) {
 		}
 	}
 	if !strings.Contains(html, "&lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;</pre>") {
-		t.Errorf("log tail not escaped inside <pre>:\n%s", html)
+		t.Errorf("quoted instruction not escaped inside <pre>:\n%s", html)
 	}
 	r.Kind = Done
 	msg, _ = Compose(r, newClock().Now())

@@ -110,11 +110,14 @@ func doneBody(r Reply) content {
 
 func failedBody(r Reply) content {
 	c := content{Footer: "Reply to this email to try again. — webordinary"}
+	a := adviceFor(r)
 	c.add(para("Sorry, I couldn't finish this edit."))
-	c.addPara("What went wrong: ", r.Error)
-	c.addPara("What to try: ", r.Hint)
-	c.add(block{Kind: "pre", Title: "Last lines of output", Text: r.LogTail})
-	c.addJob("Job", r.JobURL)
+	c.add(para("%s", a.what))
+	if a.operator {
+		c.add(para("%s", operatorTold))
+	}
+	c.addPara("What to do: ", a.todo)
+	c.addJob("Details for the site's operator", r.JobURL)
 	return c
 }
 
@@ -130,12 +133,13 @@ func interruptedBody(r Reply) content {
 }
 
 func deadBody(r Reply) content {
-	c := content{Footer: "Reply to this email to try again, perhaps with smaller steps. — webordinary"}
-	c.add(para("Sorry, this could not be done after %s, so I've stopped trying.", attempts(r.Attempts)))
-	c.addPara("Last error: ", r.Error)
-	c.addPara("What to try: ", r.Hint)
-	c.add(block{Kind: "pre", Title: "Last lines of output", Text: r.LogTail})
-	c.addJob("Job", r.JobURL)
+	c := content{Footer: "Reply to this email to try again. — webordinary"}
+	a := adviceFor(r)
+	c.add(para("Sorry, I made %s and it kept failing, so I've stopped trying.", attempts(r.Attempts)))
+	c.add(para("%s", a.what))
+	c.add(para("%s", operatorTold))
+	c.addPara("What to do: ", a.todo)
+	c.addJob("Details for the site's operator", r.JobURL)
 	return c
 }
 
@@ -149,10 +153,8 @@ func refusedBody(r Reply) content {
 
 func rateLimitedBody(r Reply) content {
 	c := content{Footer: footerAuto}
-	c.add(para("Too many messages arrived in a short time, so I didn't act on this one."))
-	c.addPara("", r.Error)
-	c.add(para("Please slow down and send it again %s.", retryWhen(r.RetryAfter)))
-	c.addPara("", r.Hint)
+	c.add(para("Many instructions arrived from you in a short time, so I didn't act on this one."))
+	c.add(para("Please send it again %s.", retryWhen(r.RetryAfter)))
 	return c
 }
 

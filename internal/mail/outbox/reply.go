@@ -78,11 +78,14 @@ type Reply struct {
 	Attempts int
 	// RetryAfter is when the sender may try again (RateLimited); zero if unknown.
 	RetryAfter time.Duration
-	// Error is what went wrong (Failed, Dead, Refused, RateLimited).
+	// Error is what went wrong (Refused: said to the sender; Failed, Dead: for the operator
+	// only — the owner reads Problem's copy).
 	Error string
+	// Problem classifies a failure for the owner's copy (Failed, Dead); see ProblemOf.
+	Problem Problem
 	// Hint is what to try next.
 	Hint string
-	// LogTail is the tail of the build or agent output, shown preformatted (Failed, Dead).
+	// LogTail is the tail of the build or agent output; for the operator, never in the email.
 	LogTail string
 	// JobURL is a link to follow the job; optional.
 	JobURL string

@@ -15,7 +15,7 @@ var attributionPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`^(il|in data)\b.{3,250}\bha scritto ?:$`),                        // Italian
 	regexp.MustCompile(`^op\b.{3,250}\b(schreef\b.{0,250}|het volgende geschreven) ?:$`), // Dutch
 	regexp.MustCompile(`^em\b.{3,250}\bescreveu ?:$`),                                    // Portuguese
-	regexp.MustCompile(`^den\b.{3,250}\bskrev\b.{0,250}:$`),                              // Swedish, Danish, Norwegian
+	regexp.MustCompile(`^(den\b|på\s).{3,250}\bskrev\b.{0,250}:$`),                       // Swedish, Danish, Norwegian
 	regexp.MustCompile(`^w dniu\b.{3,250}\bpisze ?:$`),                                   // Polish (Thunderbird)
 	regexp.MustCompile(`^.{3,250}\bnapisał(\(a\)|a)? ?:$`),                               // Polish (Gmail)
 	regexp.MustCompile(`^.{3,250}\s(написал(\(а\)|а)?|пишет) ?:$`),                       // Russian
@@ -128,4 +128,77 @@ func startsLater(lines []string, i, n int) bool {
 
 // attributionOpener matches the words an attribution line starts with in the languages whose
 // attribution leads with them ("On …", "Am …", "Le …").
-var attributionOpener = regexp.MustCompile(`^(on|am|le|el|il|in data|op|em|den|w dniu)\b`)
+var attributionOpener = regexp.MustCompile(`^((on|am|le|el|il|in data|op|em|den|w dniu)\b|på\s)`)
+
+// splitRunOn splits a line that carries the person's last words and an attribution run on
+// behind them ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:", "bla--- On …
+// wrote:") into the two lines, when a quote block follows. The attribution must be strong (an
+// address, a time or a year), so a sentence that mentions "on … wrote:" stays whole. It also
+// returns the person's words split off (normalized), which are content whatever the trimmer says.
+func splitRunOn(lines []string) ([]string, map[string]bool) {
+	var out []string
+	content := make(map[string]bool)
+	for i, l := range lines {
+		if text, attr, ok := runOn(l); ok && quoteFollows(lines, i+1) && !inAttribution(lines, i) {
+			out = append(out, text, attr)
+			content[normalize(text)] = true
+			continue
+		}
+		out = append(out, l)
+	}
+	return out, content
+}
+
+// runOn finds an attribution that starts after a word boundary inside l and ends the line.
+func runOn(l string) (text, attr string, ok bool) {
+	t := strings.TrimSpace(l)
+	if !strings.HasSuffix(t, ":") && !strings.HasSuffix(t, "：") || len(t) > maxAttributionLen {
+		return "", "", false
+	}
+	if m, _ := matchAttribution(squash(t)); m && attributionOpener.MatchString(squash(t)) {
+		return "", "", false // the whole line is one ("On … at 10:02 AM Name wrote:")
+	}
+	for k := len(t) - 1; k > 0; k-- { // the shortest attribution: "… On Tue …" inside wins
+		if t[k-1] != ' ' && t[k-1] != '-' || t[k] == ' ' || t[k] == '-' {
+			continue
+		}
+		if sq := squash(t[k:]); attributionOpener.MatchString(sq) && languageAttribution(sq) {
+			text = strings.TrimRight(t[:k], " -")
+			return text, t[k:], text != ""
+		}
+	}
+	return "", "", false
+}
+
+// languageAttribution reports whether sq is a strong attribution in one of the languages whose
+// attribution leads with an opener word ("On …", "Am …"), not the bare "Name wrote:" form.
+func languageAttribution(sq string) bool {
+	if !strongHint.MatchString(sq) {
+		return false
+	}
+	if dashedAttribution.MatchString(sq) || bareAttribution.MatchString(sq) {
+		return true
+	}
+	for _, p := range attributionPatterns[:len(attributionPatterns)-1] {
+		if p.MatchString(sq) {
+			return true
+		}
+	}
+	return false
+}
+
+// quoteFollows reports whether the next non-blank line from i on is quoted.
+func quoteFollows(lines []string, i int) bool {
+	j := nextNonBlank(lines, i)
+	return j < len(lines) && isQuoted(lines[j])
+}
+
+// inAttribution reports whether line i is the rest of an attribution wrapped from a line above.
+func inAttribution(lines []string, i int) bool {
+	for j := max(0, i-maxAttributionLines+1); j < i; j++ {
+		if n, _ := attribution(lines, j); n > 0 && j+n > i {
+			return true
+		}
+	}
+	return false
+}

@@ -1,34 +1,48 @@
 package reply
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // headerWindow is how many lines after "From:" may hold the rest of a header block (long To and
 // Cc lists wrap onto extra lines).
 const headerWindow = 8
 
 // isHeaderBlock reports whether an Outlook-style header block starts at i: a From label followed
-// by a Sent/Date label whose value holds a full date, and a To or Subject label. Requiring all
-// three keeps content lines such as "From: Monday to Friday" or an event's "From: 10am / To: 2pm /
-// Date: Saturday" in the text.
+// by a Sent/Date label whose value holds a full date, and a To or Subject label; or a Date label
+// with a full date first and a To label with an address (a block that left From out). Requiring
+// this much keeps content lines such as "From: Monday to Friday" or an event's "From: 10am / To:
+// 2pm / Date: Saturday" in the text.
 func isHeaderBlock(lines []string, i int) bool {
 	first := label(lines[i])
-	dateFirst := sentLabels[first] && fullDate.MatchString(lines[i])
+	dateFirst := sentLabels[first] && isFullDate(lines[i])
 	if !fromLabels[first] && !dateFirst {
 		return false
 	}
-	from, sent, toOrSubject := !dateFirst, dateFirst, false
+	from, sent, toOrSubject, toAddress := !dateFirst, dateFirst, false, false
 	for _, l := range headerFollowers(lines, i) {
 		lb := label(l)
 		from = from || fromLabels[lb]
-		sent = sent || (sentLabels[lb] && fullDate.MatchString(l))
+		sent = sent || (sentLabels[lb] && isFullDate(l))
 		toOrSubject = toOrSubject || toLabels[lb] || subjectLabels[lb]
+		toAddress = toAddress || toLabels[lb] && strings.Contains(l, "@")
 	}
-	return from && sent && toOrSubject
+	return sent && (from && toOrSubject || dateFirst && toAddress)
 }
 
 // fullDate matches a date with a year, as header blocks write the sent date: "January 6, 2025",
 // "1/6/25", "2025年1月6日".
 var fullDate = regexp.MustCompile(`\b(19|20)\d{2}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|(19|20)\d{2}年`)
+
+// monthDayTime matches a month name, a day and a time without a four-digit year, as some clients
+// write the sent date: "March-19-11 5:42 PM", "Mar 19, 5:42 PM".
+var monthDayTime = regexp.MustCompile(`(?i)\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ -]\d{1,2}\b.*\b\d{1,2}:\d{2}\b`)
+
+// isFullDate reports whether a header line's value holds a full sent date.
+func isFullDate(l string) bool {
+	return fullDate.MatchString(l) || monthDayTime.MatchString(l)
+}
 
 // headerFollowers returns the non-blank lines after line i that may belong to its header block:
 // up to headerWindow of them, across single blank lines when the next line is labeled (HTML

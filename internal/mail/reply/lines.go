@@ -74,18 +74,34 @@ func lastNonBlank(lines []string) int {
 }
 
 // quoteBlockEnd returns the index just past the quote block starting at i: consecutive quoted
-// lines, including blank lines between them, but not trailing blank lines.
+// lines, including blank lines between them and quoted lines a client wrapped, but not trailing
+// blank lines.
 func quoteBlockEnd(lines []string, i int) int {
 	end := i
 	for j := i; j < len(lines); j++ {
 		switch {
-		case isQuoted(lines[j]):
+		case isQuoted(lines[j]) || j > i && isWrappedQuote(lines, j):
 			end = j + 1
 		case !isBlankLine(lines[j]):
 			return end
 		}
 	}
 	return end
+}
+
+// isWrappedQuote reports whether the unquoted line at j is the end of the quoted line above it,
+// wrapped by a client: it sits directly between two quoted lines and either ends with the "> "
+// that wrapped off the next line, or closes a parenthesis the line above left open.
+func isWrappedQuote(lines []string, j int) bool {
+	if j+1 >= len(lines) || !isQuoted(lines[j-1]) || !isQuoted(lines[j+1]) {
+		return false
+	}
+	t := strings.TrimSpace(lines[j])
+	if strings.HasSuffix(t, " >") {
+		return true
+	}
+	prev := lines[j-1]
+	return strings.Count(prev, "(") > strings.Count(prev, ")") && strings.Count(t, ")") > strings.Count(t, "(")
 }
 
 // squash lowercases a line and collapses its whitespace, for pattern matching.

@@ -18,12 +18,13 @@ type Result struct {
 // and mobile footers removed. Forwarded mail is handled deliberately: see Result and the package
 // documentation. Extract is a pure function, safe for concurrent use.
 func Extract(body string) Result {
-	lines := splitLines(body)
+	lines, content := splitRunOn(splitLines(body))
 	own := extractLines(lines, 0)
 	if own.Forwarded {
 		return own
 	}
-	own.Text = choose(own, trimmed(body, historyLine(lines)))
+	s := scan(lines)
+	own.Text = choose(own, trimmed(body, lines, s), content, s.historyText)
 	if own.Text == "" {
 		own.Text = bestCandidate(lines)
 		own.Guessed = own.Text != ""
@@ -78,14 +79,6 @@ func joinText(lines []string) string {
 		b.WriteString(l)
 	}
 	return strings.TrimSpace(b.String())
-}
-
-// historyLine returns the line where our own scan saw trailing history start, or "".
-func historyLine(lines []string) string {
-	if s := scan(lines); s.start >= 0 {
-		return lines[s.start]
-	}
-	return ""
 }
 
 // bestCandidate is the instruction when extraction left nothing: every unquoted line except the

@@ -19,11 +19,14 @@ type scanResult struct {
 	history historyKind // how trailing unquoted history started, if it did
 	headers int         // with historyHeaders: index of the first header line after any marker
 	start   int         // index where trailing history (or a forward) starts, or -1
+	// historyText holds the (normalized) unquoted lines found to be history inside kept text:
+	// attribution lines above quote blocks, quoted lines a client wrapped.
+	historyText map[string]bool
 }
 
 // scan walks the lines top to bottom and sorts them into kept and quoted.
 func scan(lines []string) scanResult {
-	s := scanResult{forward: -1, start: -1}
+	s := scanResult{forward: -1, start: -1, historyText: make(map[string]bool)}
 	for i := 0; i < len(lines); {
 		i = s.step(lines, i)
 	}
@@ -65,6 +68,11 @@ func (s *scanResult) attributed(lines []string, i int) (int, bool) {
 	if j := nextNonBlank(lines, i+n); j < len(lines) && isQuoted(lines[j]) {
 		end := quoteBlockEnd(lines, j)
 		s.quoted = append(s.quoted, lines[i:end]...)
+		for _, l := range lines[i:end] {
+			if !isBlankLine(l) && !isQuoted(l) {
+				s.historyText[normalize(l)] = true
+			}
+		}
 		return end, true
 	}
 	if strong {

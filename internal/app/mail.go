@@ -1,0 +1,172 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/dashboard"
+	"github.com/webordinary/webordinary/internal/mail/auth"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
+	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/router"
+)
+
+// mailParts are serve's mail components.
+type mailParts struct {
+	in     *inbound.Inbound
+	smtp   *intake.Server // nil without Mail.SMTPAddr
+	outbox *outbox.Outbox
+}
+
+// loadMailFiles reads the files Mail names (STARTTLS certificate, DNS fixture), so a bad one
+// fails before anything binds.
+func (a *App) loadMailFiles() error {
+	m := a.cfg.Mail
+	if m.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(m.TLSCert, m.TLSKey)
+		if err != nil {
+			return &FieldError{Field: "Mail.TLSCert", Value: m.TLSCert, Err: err}
+		}
+		a.smtpTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	a.auth = auth.Config{TrustedAuthServID: m.TrustedAuthServ, Resolver: auth.NetResolver{}}
+	if m.DNSFixture == "" {
+		return nil
+	}
+	f, err := os.Open(m.DNSFixture)
+	if err != nil {
+		return &FieldError{Field: "Mail.DNSFixture", Value: m.DNSFixture, Err: err}
+	}
+	defer f.Close()
+	if a.auth.Resolver, err = auth.LoadStaticResolver(f); err != nil {
+		return &FieldError{Field: "Mail.DNSFixture", Value: m.DNSFixture, Err: err}
+	}
+	return nil
+}
+
+// buildMail sets up the inbound router, the outbox and, with a bound SMTP listener, intake.
+func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router, jobURL func(string) string) (*mailParts, error) {
+	m, data := a.cfg.Mail, a.cfg.Data
+	secret, err := loadMailSecret(m.Secret, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.withLocalTesting(); err != nil {
+		return nil, err
+	}
+	ob, err := a.openOutbox()
+	if err != nil {
+		return nil, err
+	}
+	in, err := a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
+		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, Limits: m.Parse, JobURL: jobURL, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	parts := &mailParts{in: in, outbox: ob}
+	if a.ln.smtp == nil {
+		return parts, nil
+	}
+	parts.smtp, err = intake.New(intake.Config{Listener: a.ln.smtp, Addr: m.SMTPAddr, Domains: m.Domains, MaxBytes: m.MaxBytes,
+		Spool: filepath.Join(data, "mail-spool"), TLS: a.smtpTLS, Handler: in.Handle, Logger: a.log})
+	return parts, err
+}
+
+func (a *App) newInbound(ctx context.Context, b *broker.Backend, r *router.Router, cfg inbound.Config) (*inbound.Inbound, error) {
+	var err error
+	if cfg.Projects, err = project.Open(ctx, b); err != nil {
+		return nil, err
+	}
+	if cfg.Threads, err = project.OpenThreads(ctx, b); err != nil {
+		return nil, err
+	}
+	if cfg.Mail, err = b.Table(ctx, "mail"); err != nil {
+		return nil, err
+	}
+	cfg.Auth, cfg.Jobs, cfg.Router = a.auth, b.Jobs, r
+	return inbound.New(cfg)
+}
+
+// loadMailSecret is secret, else the data directory's (generated on the first start).
+func loadMailSecret(secret, data string) ([]byte, error) {
+	if secret != "" {
+		return []byte(secret), nil
+	}
+	path := filepath.Join(data, "mail-secret")
+	if s, err := os.ReadFile(path); err == nil && len(s) >= 32 {
+		return s, nil
+	}
+	buf := make([]byte, 32)
+	_, _ = rand.Read(buf)
+	fresh := []byte(hex.EncodeToString(buf))
+	if err := os.WriteFile(path, fresh, 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w (or set Mail.Secret)", path, err)
+	}
+	return fresh, nil
+}
+
+func (a *App) openOutbox() (*outbox.Outbox, error) {
+	m := a.cfg.Mail
+	var sender outbox.Sender = outbox.Dir{Path: filepath.Join(a.cfg.Data, "outbox")}
+	if m.Relay != "" {
+		host, portS, _ := net.SplitHostPort(m.Relay) // checked by Validate
+		port, _ := strconv.Atoi(portS)
+		s, err := outbox.NewSMTP(outbox.SMTPConfig{Host: host, Port: port, Username: m.RelayUser,
+			Password: m.RelayPassword, TLS: m.RelayTLS})
+		if err != nil {
+			return nil, &FieldError{Field: "Mail.Relay", Value: m.Relay, Err: err}
+		}
+		sender = s
+	}
+	return outbox.Open(outbox.Config{Dir: filepath.Join(a.cfg.Data, "mail-outbox"), Sender: sender, Logger: a.log})
+}
+
+func (p *mailParts) describe(data string) string {
+	if p.smtp == nil {
+		return "no SMTP listener"
+	}
+	return fmt.Sprintf("smtp://%s for %s (replies: through the relay if one is set, else .eml files in %s)",
+		p.smtp.Addr(), p.in.Address(), filepath.Join(data, "outbox"))
+}
+
+// describeMail is the banner's mail line, with the local testing warning when it is on.
+func (a *App) describeMail(p *mailParts) string {
+	if a.cfg.Mail.LocalTesting {
+		return p.describe(a.cfg.Data) + "\n  LOCAL MAIL TESTING: " + LocalTestingNotice
+	}
+	return p.describe(a.cfg.Data)
+}
+
+// quarantine is the SMTP intake's quarantine, nil without a listener.
+func (p *mailParts) quarantine() dashboard.Quarantine {
+	if p.smtp == nil {
+		return nil
+	}
+	return p.smtp
+}
+
+// registerMetrics exposes the outbox's counts (once per process: a second App's are ignored).
+func (p *mailParts) registerMetrics() {
+	stat := func(f func(outbox.Stats) float64) func() float64 {
+		return func() float64 { return f(p.outbox.Stats()) }
+	}
+	_ = metrics.Registry.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "webordinary_mail_out_sent_total",
+		Help: "Replies delivered to the relay or the outbox directory since start."}, stat(func(s outbox.Stats) float64 { return float64(s.Sent) })))
+	_ = metrics.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "webordinary_mail_out_failed",
+		Help: "Replies parked as undeliverable."}, stat(func(s outbox.Stats) float64 { return float64(s.Failed) })))
+	_ = metrics.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "webordinary_mail_out_queued",
+		Help: "Replies waiting to be sent (including retries)."}, stat(func(s outbox.Stats) float64 { return float64(s.Queued + s.Retrying) })))
+}

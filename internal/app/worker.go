@@ -1,0 +1,128 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/live"
+	"github.com/webordinary/webordinary/internal/pipeline"
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/worker"
+)
+
+// runsJobs reports whether this process runs jobs' code (and so needs the sandbox).
+func (a *App) runsJobs() bool {
+	return a.cfg.Worker.Count > 0 && a.cfg.Worker.Processor != ProcessorNoop
+}
+
+// parseJobEnv checks Worker.JobEnv (New: before anything binds).
+func (a *App) parseJobEnv() error {
+	vars, err := jobenv.Parse(a.cfg.Worker.JobEnv)
+	if err != nil {
+		return &FieldError{Field: "Worker.JobEnv", Value: a.cfg.Worker.JobEnv, Err: err}
+	}
+	a.jobVars = vars
+	return nil
+}
+
+// openSandbox probes the sandbox for jobs whose files live under the worker directories.
+// When jobs run as another uid the data directory gets search permission for others (not
+// read: its contents are not listable), so the job's user can reach the workspaces below it;
+// its secrets stay 0600 and outside every sandbox.
+func (a *App) openSandbox() error {
+	w := a.cfg.Worker
+	if w.Sandbox != sandbox.ModeOff {
+		if err := searchable(a.cfg.Data); err != nil {
+			return err
+		}
+	}
+	uid, gid := w.sandboxIDs()
+	sb, err := sandbox.New(sandbox.Config{Mode: w.Sandbox, UID: uid, GID: gid, ReadOnly: w.SandboxReadOnly,
+		Roots: []string{w.Workspaces, w.State}})
+	if err != nil {
+		return &FieldError{Field: "Worker.Sandbox", Value: w.Sandbox, Err: err}
+	}
+	if st := sb.Status(); st.Warning != "" {
+		a.log.Warn("jobs are not sandboxed", slog.String("sandbox", string(st.Mode)), slog.String("why", st.Warning))
+	}
+	a.sandbox = sb
+	return nil
+}
+
+// searchable adds search permission for others to dir when the platform runs as root (jobs then
+// run as another uid).
+func searchable(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm()&0o001 != 0 {
+		return nil
+	}
+	if err := os.Chmod(dir, fi.Mode().Perm()|0o001); err != nil {
+		return fmt.Errorf("let the sandboxed jobs' user reach %s: %w", dir, err)
+	}
+	return nil
+}
+
+// newPool builds this process's workers; previewPort is the port in reported preview links.
+func (a *App) newPool(ctx context.Context, b *broker.Backend, hub *live.Hub, previewPort int) (*worker.Pool, error) {
+	proc, err := a.newProcessor(ctx, b, hub, previewPort)
+	if err != nil {
+		return nil, err
+	}
+	w := a.cfg.Worker
+	cfg := worker.Config{Backend: b, Processor: proc, Logger: a.log, Workers: w.Count, LeaseTTL: w.LeaseTTL,
+		IdleRelease: w.IdleRelease, Quantum: w.Quantum, MaxAttempts: w.MaxAttempts, ShutdownGrace: w.ShutdownGrace}
+	if a.sandbox != nil {
+		cfg.Sandbox = a.sandbox.Short()
+	}
+	return worker.New(cfg)
+}
+
+func (a *App) newProcessor(ctx context.Context, b *broker.Backend, hub *live.Hub, previewPort int) (worker.Processor, error) {
+	w := a.cfg.Worker
+	switch w.Processor {
+	case ProcessorPipeline:
+		return a.newPipeline(ctx, b, hub, previewPort)
+	case ProcessorCommand:
+		return command.New(command.Config{Command: w.AgentCommand, Root: w.Workspaces, Sandbox: a.sandbox, JobEnv: a.jobVars})
+	}
+	return worker.ProcessorFunc(func(context.Context, worker.Task) (worker.Outcome, error) {
+		return worker.Outcome{Summary: "noop"}, nil
+	}), nil
+}
+
+func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub, previewPort int) (worker.Processor, error) {
+	projects, err := project.Open(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	threads, err := project.OpenThreads(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	w := a.cfg.Worker
+	target, err := preview.NewDir(preview.DirConfig{Root: w.Previews, Port: previewPort, Domain: w.PreviewDomain, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
+		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, Logger: a.log, Live: hub.Writer,
+		Sandbox: a.sandbox, JobEnv: a.jobVars})
+}
+
+// describeSandbox is the sandbox line of the startup banner.
+func (a *App) describeSandbox() string {
+	if a.sandbox == nil {
+		return "none (no jobs run here)"
+	}
+	return a.sandbox.String()
+}
