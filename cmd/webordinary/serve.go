@@ -50,6 +50,7 @@ func parseServe(args []string) (*serveFlags, error) {
 	registerWorker(fs, &c.Worker, app.DefaultServeWorkers)
 	f.logFlags.register(fs)
 	registerMail(fs, &c.Mail, &f.domains)
+	registerAWS(fs, &c.AWS)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ func runWorker(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.EnginePassword, "nats-password", "", "engine password")
 	fs.StringVar(&cfg.Data, "data", "", dataUsage+"; also where secrets/nats.json (serve's engine credentials) is read from")
 	registerWorker(fs, &cfg.Worker, app.DefaultWorkerWorkers)
+	registerAWS(fs, &cfg.AWS)
 	lf.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err

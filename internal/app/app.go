@@ -45,6 +45,7 @@ type App struct {
 	ln          listeners
 	sandbox     *sandbox.Sandbox
 	credsSource string // where the engine credentials came from (no secret)
+	aws         awsClients
 }
 
 // listeners are serve's bound addresses; nil when not configured.
@@ -266,8 +267,11 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 	if mail.smtp != nil {
 		comps = append(comps, component{"SMTP intake", mail.smtp.Run})
 	}
+	if mail.ses != nil {
+		comps = append(comps, component{"SES inbound", mail.ses.Run})
+	}
 	if a.ln.preview != nil {
-		h, err := preview.NewServer(preview.ServerConfig{Root: a.cfg.Worker.Previews, Domain: a.cfg.Worker.PreviewDomain, Logger: a.log})
+		h, err := a.previewHandler(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -283,6 +287,19 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 		a.announceToken(token)
 	}
 	return comps, a.writeReady(b, mail)
+}
+
+// previewHandler serves the previews: from Worker.PreviewTarget's bucket (previews and
+// production sites) when set, else from the Worker.Previews directory.
+func (a *App) previewHandler(ctx context.Context) (http.Handler, error) {
+	if a.cfg.Worker.PreviewTarget != "" {
+		store, err := a.s3Previews(ctx, a.previewPort())
+		if err != nil {
+			return nil, err
+		}
+		return store.Server(true), nil
+	}
+	return preview.NewServer(preview.ServerConfig{Root: a.cfg.Worker.Previews, Domain: a.cfg.Worker.PreviewDomain, Logger: a.log})
 }
 
 func (a *App) newRouter(b *broker.Backend, mail func() *mailParts) (*router.Router, error) {

@@ -110,13 +110,22 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 		return nil, err
 	}
 	w := a.cfg.Worker
-	target, err := preview.NewDir(preview.DirConfig{Root: w.Previews, Port: previewPort, Domain: w.PreviewDomain, Logger: a.log})
+	target, err := a.previewTarget(ctx, previewPort)
 	if err != nil {
 		return nil, err
 	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
 		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, Logger: a.log, Live: hub.Writer,
 		Sandbox: a.sandbox, JobEnv: a.jobVars})
+}
+
+// previewTarget is where the pipeline deploys: S3 (Worker.PreviewTarget) or the directory.
+func (a *App) previewTarget(ctx context.Context, previewPort int) (preview.Target, error) {
+	w := a.cfg.Worker
+	if w.PreviewTarget != "" {
+		return a.s3Previews(ctx, previewPort)
+	}
+	return preview.NewDir(preview.DirConfig{Root: w.Previews, Port: previewPort, Domain: w.PreviewDomain, Logger: a.log})
 }
 
 // describeSandbox is the sandbox line of the startup banner.
