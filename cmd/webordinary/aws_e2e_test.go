@@ -58,8 +58,8 @@ func TestAWSEndToEnd(t *testing.T) {
 		"--agent-command", agent, "--sender", "alice@example.com=alice")
 
 	start := time.Now()
-	e.receive(t, "ses-e2e-1", "m1@example.com", "Welcome to our bakery")
-	reply := e.awaitReply(t, 90*time.Second)
+	e.receive(t, "ses-e2e-1", "m1@example.com", "", "Welcome to our bakery")
+	reply := e.awaitReply(t, "Welcome to our bakery", 90*time.Second)
 	link := between(reply.Body.Text, "http://edit.site.localhost:", "/")
 	if !strings.Contains(reply.Subject, "Our homepage") || link != fmt.Sprint(previewPort) {
 		t.Fatalf("reply %q does not link the preview on port %d:\n%s", reply.Subject, previewPort, reply.Body.Text)
@@ -73,7 +73,18 @@ func TestAWSEndToEnd(t *testing.T) {
 	}
 	t.Logf("mail in through SES to reply out through SES in %s: %q (SES id %s), preview %d objects in S3",
 		time.Since(start).Round(10*time.Millisecond), reply.Subject, reply.MessageID, n)
+
+	// SES gave our reply its own Message-ID; alice's answer names only that one.
+	branch := between(reply.Body.Text, "Branch ", ",")
+	e.receive(t, "ses-e2e-2", "m2@example.com", "In-Reply-To: <"+reply.MessageID+"@"+sesDomain+">\r\n", "Now a bold tagline")
+	second := e.awaitReply(t, "Now a bold tagline", 90*time.Second)
+	if got := between(second.Body.Text, "Branch ", ","); branch == "" || got != branch {
+		t.Fatalf("the answer to SES's Message-ID went to branch %q, want the thread's %q:\n%s", got, branch, second.Body.Text)
+	}
 }
+
+// sesDomain is the domain of SES's Message-IDs in us-east-1 (outbox/ses.MessageIDDomain).
+const sesDomain = "email.amazonses.com"
 
 // awsEnv is a fresh prefix on the shared emulators with what `webordinary aws setup` creates.
 type awsEnv struct {
@@ -118,13 +129,13 @@ const sesPass = "amazonses.com;\r\n spf=pass (spfCheck: domain of example.com de
 
 // receive plays SES receiving alice's instruction: the raw message into the inbound bucket
 // (with the headers SES prepends), then the notification through the topic.
-func (e *awsEnv) receive(t *testing.T, id, messageID, body string) {
+func (e *awsEnv) receive(t *testing.T, id, messageID, headers, body string) {
 	t.Helper()
 	ctx, now := context.Background(), time.Now()
 	raw := "Received: from mail.example.com by inbound-smtp.us-east-1.amazonaws.com with SMTP id " + id + "\r\n" +
 		"X-SES-Spam-Verdict: PASS\r\nX-SES-Virus-Verdict: PASS\r\nAuthentication-Results: " + sesPass + "\r\n" +
 		"From: Alice <alice@example.com>\r\nTo: edit@edit.example.net\r\nSubject: Our homepage\r\n" +
-		"Message-ID: <" + messageID + ">\r\nDate: " + now.Format(time.RFC1123Z) + "\r\nMIME-Version: 1.0\r\n" +
+		"Message-ID: <" + messageID + ">\r\n" + headers + "Date: " + now.Format(time.RFC1123Z) + "\r\nMIME-Version: 1.0\r\n" +
 		"Content-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n"
 	key := awssetup.InboundKeyPrefix + id
 	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(e.names.InboundBucket), Key: aws.String(key),
@@ -158,14 +169,14 @@ type sesEmail struct {
 	} `json:"body"`
 }
 
-// awaitReply waits for the first message SES sent to alice (the emulator's store is shared
-// by the package's tests: only ours go to alice@example.com with our preview host).
-func (e *awsEnv) awaitReply(t *testing.T, within time.Duration) sesEmail {
+// awaitReply waits for the reply that quotes text (the emulator's store is shared by the
+// package's tests: each test's instructions are its own).
+func (e *awsEnv) awaitReply(t *testing.T, text string, within time.Duration) sesEmail {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		for _, m := range e.sent(t) {
-			if strings.Contains(m.Body.Text, "Welcome to our bakery") {
+			if strings.Contains(m.Body.Text, text) {
 				return m
 			}
 		}
