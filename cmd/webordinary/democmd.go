@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/mail"
 	"net/smtp"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/emersion/go-msgauth/dkim"
 
+	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/demo"
@@ -43,7 +46,7 @@ func runDemo(ctx context.Context, args []string) error {
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "dashboard and API address")
 	fs.StringVar(&f.previewAddr, "preview", "127.0.0.1:8081", "preview server address")
 	fs.StringVar(&f.smtpAddr, "smtp", "127.0.0.1:2525", "SMTP address the sample email is sent to")
-	fs.StringVar(&f.agent, "agent", "auto", "auto (Claude Code when installed and signed in, else the demo agent), claude, or demo")
+	fs.StringVar(&f.agent, "agent", "auto", "auto (Claude Code when its jobs can authenticate: ANTHROPIC_API_KEY, Bedrock, or an unexpired subscription login, which the demo shares read-only; else the demo agent), claude, or demo")
 	fs.BoolVar(&f.exit, "exit", false, "stop once the reply is out (default: keep serving until Ctrl-C)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -66,11 +69,19 @@ func (f *demoFlags) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	spec, label, loginDir, err := f.chooseAgent(say)
+	if err != nil {
+		return err
+	}
 	ready := filepath.Join(data, "ready.json")
 	_ = os.Remove(ready)
-	sf, err := parseServe([]string{"--data", data, "--http", f.httpAddr, "--preview", f.previewAddr, "--smtp", f.smtpAddr,
+	args := []string{"--data", data, "--http", f.httpAddr, "--preview", f.previewAddr, "--smtp", f.smtpAddr,
 		"--mail-domain", "edit.localhost", "--mail-dns-fixture", dnsFile, "--nats-listen", "", "--workers", "2",
-		"--log-level", "warn", "--ready-file", ready})
+		"--log-level", "warn", "--ready-file", ready}
+	if loginDir != "" {
+		args = append(args, "--claude-login", loginDir)
+	}
+	sf, err := parseServe(args)
 	if err != nil {
 		return err
 	}
@@ -88,7 +99,7 @@ func (f *demoFlags) run(ctx context.Context) error {
 		return err
 	}
 	c := api.NewClient(urls["api"], token)
-	if err := f.walkthrough(ctx, data, c, urls, key, say); err != nil {
+	if err := f.walkthrough(ctx, data, c, urls, key, spec, label, say); err != nil {
 		return err
 	}
 	if f.exit {
@@ -102,13 +113,10 @@ func (f *demoFlags) run(ctx context.Context) error {
 
 // walkthrough onboards the sample site, emails the sample instruction through SMTP and
 // follows the job to its reply.
-func (f *demoFlags) walkthrough(ctx context.Context, data string, c *api.Client, urls map[string]string, key ed25519.PrivateKey, say func(string, ...any)) error {
+func (f *demoFlags) walkthrough(ctx context.Context, data string, c *api.Client, urls map[string]string, key ed25519.PrivateKey,
+	spec project.AgentSpec, label string, say func(string, ...any)) error {
 	say("creating the sample site (a local git repository)")
 	repo, err := demo.CreateSampleRepo(ctx, filepath.Join(data, "demo"))
-	if err != nil {
-		return err
-	}
-	spec, label, err := f.chooseAgent()
 	if err != nil {
 		return err
 	}
@@ -138,31 +146,58 @@ func (f *demoFlags) walkthrough(ctx context.Context, data string, c *api.Client,
 	return nil
 }
 
-// chooseAgent picks Claude Code when it is installed and signed in, else the demo agent.
-func (f *demoFlags) chooseAgent() (project.AgentSpec, string, error) {
-	_, lookErr := exec.LookPath("claude")
-	useClaude := f.agent == "claude" || (f.agent == "auto" && lookErr == nil && claudeSignedIn())
-	if useClaude {
-		if lookErr != nil {
-			return project.AgentSpec{}, "", fmt.Errorf("--agent claude: the claude CLI is not installed (npm install -g @anthropic-ai/claude-code)")
-		}
-		return project.AgentSpec{Kind: "claude", MaxTurns: 20, MaxBudgetUSD: 1}, "Claude Code", nil
+// chooseAgent picks Claude Code when its jobs can authenticate, else the demo agent.
+// loginDir, when set, is a subscription login serve must share with the tenants
+// (--claude-login).
+func (f *demoFlags) chooseAgent(say func(string, ...any)) (spec project.AgentSpec, label, loginDir string, err error) {
+	home, _ := os.UserHomeDir()
+	c := chooseClaude(exec.LookPath, os.Getenv, home, time.Now())
+	switch {
+	case f.agent == "claude" && !c.ok:
+		return spec, "", "", fmt.Errorf("--agent claude: %s", c.why)
+	case f.agent == "claude" || (f.agent == "auto" && c.ok):
+		return project.AgentSpec{Kind: "claude", MaxTurns: 20, MaxBudgetUSD: 1}, "Claude Code (" + c.how + ")", c.loginDir, nil
+	case f.agent == "auto":
+		say("not using Claude Code: %s", c.why)
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return project.AgentSpec{}, "", err
+		return spec, "", "", err
 	}
 	cmd := "'" + strings.ReplaceAll(self, "'", `'\''`) + "' demo-agent"
-	return project.AgentSpec{Kind: "command", Command: cmd}, "the built-in DEMO agent (literal edits, not AI; install and sign in to Claude Code for the real thing)", nil
+	return project.AgentSpec{Kind: "command", Command: cmd}, "the built-in DEMO agent (literal edits, not AI; install and sign in to Claude Code for the real thing)", "", nil
 }
 
-func claudeSignedIn() bool {
-	if os.Getenv("ANTHROPIC_API_KEY") != "" || os.Getenv("CLAUDE_CODE_USE_BEDROCK") == "1" {
-		return true
+// claudeChoice says whether Claude Code can run the demo's jobs: how it authenticates, the
+// subscription login to share (its config dir), or why it cannot.
+type claudeChoice struct {
+	ok                 bool
+	how, loginDir, why string
+}
+
+// chooseClaude decides from what a tenant's claude would see. A job's claude runs with its
+// own CLAUDE_CONFIG_DIR, so a login in ~/.claude counts only because serve shares it
+// (--claude-login), and only while it has not expired; an API key or Bedrock reach the job
+// through its environment.
+func chooseClaude(lookPath func(string) (string, error), getenv func(string) string, home string, now time.Time) claudeChoice {
+	if _, err := lookPath("claude"); err != nil {
+		return claudeChoice{why: "the claude CLI is not installed (npm install -g @anthropic-ai/claude-code)"}
 	}
-	home, _ := os.UserHomeDir()
-	_, err := os.Stat(filepath.Join(home, ".claude", ".credentials.json"))
-	return err == nil
+	switch {
+	case getenv("ANTHROPIC_API_KEY") != "":
+		return claudeChoice{ok: true, how: "ANTHROPIC_API_KEY"}
+	case getenv("CLAUDE_CODE_USE_BEDROCK") == "1":
+		return claudeChoice{ok: true, how: "Amazon Bedrock"}
+	}
+	dir := cmp.Or(getenv("CLAUDE_CONFIG_DIR"), filepath.Join(home, ".claude"))
+	err := agent.CheckClaudeLogin(dir, now)
+	switch {
+	case err == nil:
+		return claudeChoice{ok: true, how: "your subscription login, shared read-only", loginDir: dir}
+	case errors.Is(err, agent.ErrLoginExpired):
+		return claudeChoice{why: "Claude Code's login has expired; run claude once to refresh it, or set ANTHROPIC_API_KEY"}
+	}
+	return claudeChoice{why: "Claude Code is not signed in (run claude and /login, or set ANTHROPIC_API_KEY)"}
 }
 
 // demoDKIM makes (once) a signing key for the demo sender and a DNS fixture publishing it, so

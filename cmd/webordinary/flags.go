@@ -12,8 +12,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/app"
+	"github.com/webordinary/webordinary/internal/pipeline"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -89,11 +92,14 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 		"with --processor command: shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
 	fs.StringVar(&w.Workspaces, "workspaces", "", "root of per-tenant working copies; the same path on every worker (default <data>/workspaces)")
 	fs.StringVar(&w.State, "state", "", "root of per-tenant agent and build state (default <data>/state)")
-	fs.StringVar(&w.Previews, "previews", "", "directory previews are deployed into; shared with the preview server (default <data>/previews)")
+	fs.StringVar(&w.Previews, "previews", "", `directory previews are deployed into, shared with the preview server (default <data>/previews); "engine": into the engine, served by any serve from there (no shared directory); see also --preview-target`)
 	fs.StringVar(&w.PreviewTarget, "preview-target", "", "deploy previews to S3 instead: s3://bucket[/prefix] (serve's preview server reads the same bucket; see --aws-region)")
 	fs.IntVar(&w.PreviewPort, "preview-port", app.DefaultPreviewPort, "preview server port, for the links in results (serve: its --preview port)")
 	fs.StringVar(&w.PreviewDomain, "preview-domain", app.DefaultPreviewDomain, "preview host suffix: edit.<project>.<domain>")
 	fs.DurationVar(&w.BuildTimeout, "build-timeout", app.DefaultBuildTimeout, "bound on a site's install and build")
+	fs.StringVar(&w.ClaudeLogin, "claude-login", "", "share the Claude Code subscription login in this config directory (where `claude /login` was run, e.g. ~/.claude) with every claude agent: a read-only copy of its access token, never the refresh token or any other secret")
+	fs.StringVar(&w.AgentBaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) every project's agent talks to unless the project sets its own: claude gets ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode its model provider's baseURL; default: the vendors'")
+	fs.DurationVar(&w.ModelRetryBudget, "model-retry-budget", pipeline.DefaultModelRetryBudget, "how long a job waits for a model service that turned its agent away (HTTP 429/529, overloaded, unreachable; its retry-after is honoured) before it fails and the owner is told; negative: no retries")
 	fs.DurationVar(&w.LeaseTTL, "lease-ttl", worker.DefaultLeaseTTL, "tenant lease time to live; a crashed worker's tenants move after about this long")
 	fs.DurationVar(&w.IdleRelease, "idle-release", worker.DefaultIdleRelease, "release a tenant after this long without jobs")
 	fs.DurationVar(&w.Quantum, "quantum", worker.DefaultQuantum, "keep a busy tenant at most this long while other tenants wait for a worker")
@@ -103,6 +109,12 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.IntVar(&w.SandboxUID, "sandbox-uid", sandbox.DefaultUID, "when running as root: the unprivileged uid jobs run as")
 	fs.IntVar(&w.SandboxGID, "sandbox-gid", sandbox.DefaultGID, "when running as root: the gid jobs run as")
 	fs.Var((*listFlag)(&w.SandboxReadOnly), "sandbox-ro", "extra host path jobs see read-only, e.g. a toolchain outside /usr, /opt and PATH (repeatable)")
+	fs.StringVar(&w.Shots, "shots", "", "directory for the pictures of each job's change; shared by workers and serve, like --previews (default <data>/shots)")
+	fs.StringVar(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`)
+	fs.IntVar(&w.ShotPages, "shot-pages", shots.DefaultPages, "pages pictured per job, most relevant first")
+	fs.DurationVar(&w.ShotBudget, "shot-budget", shots.DefaultPageBudget, "time budget of one picture; a page that takes longer gets none")
+	fs.IntVar(&w.StateMaxBytes, "state-max-bytes", agentstate.DefaultMaxBytes,
+		"largest archive of a tenant's agent state (sessions) saved to the engine after each job, so any worker resumes the thread; -1 keeps it on this machine (then --state must be shared)")
 	fs.Var((*listFlag)(&w.JobEnv), "job-env", "variable every job's agent and build get: NAME (the value from this process's environment) or NAME=VALUE (repeatable; WO_* refused)")
 }
 
@@ -133,8 +145,10 @@ var fieldFlags = map[string]string{
 	"ReconcileEvery": "reconcile", "InterruptPolicy": "interrupt-policy",
 	"Mail.SMTPAddr": "smtp", "Mail.Domains": "mail-domain", "Mail.Secret": "mail-secret", "Mail.DNSFixture": "mail-dns-fixture",
 	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
+	"Mail.HeldNoticeAfter": "mail-held-notice-after", "Worker.AgentBaseURL": "agent-base-url", "Worker.ClaudeLogin": "claude-login",
 	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
-	"Worker.LeaseTTL": "lease-ttl", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
+	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
+	"Worker.StateMaxBytes": "state-max-bytes",
 	"Worker.PreviewTarget": "preview-target", "Mail.SES": "mail-ses", "Mail.SESQueue": "mail-ses-queue",
 	"Mail.SESConfigurationSet": "mail-ses-configuration-set", "Mail.TrustedAuthServ": "mail-trusted-authserv",
 	"AWS.Region": "aws-region", "AWS.Endpoint": "aws-endpoint", "AWS.S3Endpoint": "aws-s3-endpoint",

@@ -86,6 +86,22 @@ type mailSetup struct {
 
 func newMailSetup(t *testing.T) *mailSetup {
 	t.Helper()
+	return newMailSetupWith(t)
+}
+
+// defaultMailAgent replaces Hello in index.html with the instruction.
+const defaultMailAgent = `sed -i "s|Hello|$WO_INSTRUCTION|" index.html && echo "The heading now says: $WO_INSTRUCTION"`
+
+// newMailSetupWith is newMailSetup with more serve flags.
+func newMailSetupWith(t *testing.T, serveArgs ...string) *mailSetup {
+	t.Helper()
+	return newMailSetupOf(t, nil, defaultMailAgent, serveArgs...)
+}
+
+// newMailSetupOf is newMailSetup with the site's files (besides index.html, see bareSite), the
+// agent's shell command and more serve flags.
+func newMailSetupOf(t *testing.T, files [][2]string, agent string, serveArgs ...string) *mailSetup {
+	t.Helper()
 	dir := reachableTempDir(t)
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	fixture := map[string]any{"txt": map[string][]string{
@@ -97,12 +113,12 @@ func newMailSetup(t *testing.T) *mailSetup {
 	if err := os.WriteFile(dnsFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := &mailSetup{c: &cluster{t: t, dir: dir}, origin: bareSite(t, dir), key: key, sink: newSink(t)}
+	m := &mailSetup{c: &cluster{t: t, dir: dir}, origin: bareSite(t, dir, files...), key: key, sink: newSink(t)}
 	m.args = []string{"serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
 		"--nats-listen", "", "--smtp", "127.0.0.1:0", "--mail-domain", "edit.example.net", "--mail-dns-fixture", dnsFile,
 		"--smtp-relay", m.sink.ln.Addr().String(), "--smtp-relay-tls", "none", "--workers", "1", "--log-level", "warn"}
+	m.args = append(m.args, serveArgs...)
 	m.start(t)
-	agent := `sed -i "s|Hello|$WO_INSTRUCTION|" index.html && echo "The heading now says: $WO_INSTRUCTION"`
 	m.c.cli(t, "project", "add", "--server", m.c.api, "--id", "site", "--repo", m.origin, "--agent", "command",
 		"--agent-command", agent, "--sender", "alice@example.com=alice")
 	return m

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -24,11 +25,13 @@ const mailUsage = `Usage: webordinary mail <command> [flags]
                                     FILE): thread, instruction, authentication, decision;
                                     nothing is acted on
   quarantine [release|delete ID]    mail set aside as unparseable: list, release or delete
+  held [release|drop ID...|all]     mail held because its sender was over a limit: list,
+                                    release (run it) or drop
 `
 
 func runMail(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageError{"mail", fmt.Errorf("missing the command: send, inspect or quarantine\n\n%s", mailUsage)}
+		return usageError{"mail", fmt.Errorf("missing the command: send, inspect, quarantine or held\n\n%s", mailUsage)}
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
@@ -40,6 +43,8 @@ func runMail(ctx context.Context, args []string) error {
 		return mailInspect(ctx, args[1:])
 	case "quarantine":
 		return mailQuarantine(ctx, args[1:])
+	case "held":
+		return mailHeld(ctx, args[1:])
 	}
 	return usageError{"mail", fmt.Errorf("unknown mail command %q\n\n%s", args[0], mailUsage)}
 }
@@ -180,6 +185,73 @@ func listQuarantine(ctx context.Context, c *api.Client, asJSON bool) error {
 	fmt.Fprintln(w, "ID\tRECEIVED\tFROM\tSIZE\tREASON")
 	for _, m := range q {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", m.ID, ago(m.ReceivedAt), dash(m.MailFrom), m.Size, firstLineOf(m.Reason, 60))
+	}
+	return nil
+}
+
+func mailHeld(ctx context.Context, args []string) error {
+	var cf clientFlags
+	fs := newFlags("mail held", "[release ID... | drop ID... | release all | drop all]")
+	cf.register(fs)
+	pos, err := parseWith(fs, args, 1<<20)
+	if err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return listHeld(ctx, c, cf.json)
+	}
+	op := map[string]func(context.Context, string) error{"release": c.ReleaseHeld, "drop": c.DropHeld}[pos[0]]
+	if op == nil || len(pos) < 2 {
+		return usageError{"mail held", fmt.Errorf("want no argument (list), release ID... or drop ID... (or all)")}
+	}
+	ids := pos[1:]
+	if len(ids) == 1 && ids[0] == "all" {
+		if ids, err = heldIDs(ctx, c); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		if err := op(ctx, id); err != nil {
+			return explain(err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s %d held message(s)\n", map[string]string{"release": "released", "drop": "dropped"}[pos[0]], len(ids))
+	return nil
+}
+
+func heldIDs(ctx context.Context, c *api.Client) ([]string, error) {
+	held, err := c.Held(ctx)
+	if err != nil {
+		return nil, explain(err)
+	}
+	ids := make([]string, len(held))
+	for i, m := range held {
+		ids[i] = m.ID
+	}
+	return ids, nil
+}
+
+func listHeld(ctx context.Context, c *api.Client, asJSON bool) error {
+	held, err := c.Held(ctx)
+	if err != nil {
+		return explain(err)
+	}
+	if asJSON {
+		return printJSON(held)
+	}
+	if len(held) == 0 {
+		fmt.Println("no mail is held")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	fmt.Fprintln(w, "ID\tRECEIVED\tFROM\tSUBJECT\tREASON")
+	for _, m := range held {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.ID, ago(m.ReceivedAt), dash(cmp.Or(m.From, m.MailFrom)), dash(firstLineOf(m.Subject, 40)), firstLineOf(m.Reason, 60))
 	}
 	return nil
 }

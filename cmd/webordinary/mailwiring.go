@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/webordinary/webordinary/internal/app"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/message"
 )
 
@@ -23,8 +24,9 @@ func registerMail(fs *flag.FlagSet, m *app.Mail, domains *string) {
 	fs.StringVar(&m.RelayUser, "smtp-relay-user", "", "relay user")
 	fs.StringVar(&m.RelayPassword, "smtp-relay-password", "", "relay password")
 	fs.StringVar(&m.RelayTLS, "smtp-relay-tls", app.DefaultRelayTLS, "relay TLS: starttls, opportunistic, tls or none")
-	fs.IntVar(&m.PerSender, "mail-per-sender", app.DefaultPerSender, "instructions per sender per hour")
+	fs.IntVar(&m.PerSender, "mail-per-sender", app.DefaultPerSender, "instructions per sender per hour; more are held for the operator (webordinary mail held), never dropped")
 	fs.IntVar(&m.PerTenant, "mail-per-tenant", app.DefaultPerTenant, "instructions per project+user per hour")
+	fs.DurationVar(&m.HeldNoticeAfter, "mail-held-notice-after", inbound.DefaultHeldNoticeAfter, "a sender whose mail was held gets one notice per hour listing it, once none of theirs was held for this long")
 	fs.IntVar(&m.Parse.MaxDepth, "mail-max-depth", message.DefaultMaxDepth, "deepest MIME nesting parsed; deeper mail is quarantined")
 	fs.BoolVar(&m.LocalTesting, "mail-local-testing", false, "local testing: accept mail from `webordinary mail send` on this machine as authenticated; needs --smtp on loopback; no real DNS for sender checks")
 	fs.DurationVar(&m.Parse.Timeout, "mail-parse-timeout", message.DefaultTimeout, "time budget to parse one message; slower mail is quarantined")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -74,9 +75,11 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.Float64Var(&p.Agent.MaxBudgetUSD, "max-budget-usd", 2, "agent spending limit per job (claude)")
 	fs.DurationVar(&p.Agent.WallClock, "agent-timeout", 30*time.Minute, "stop an agent run after this long")
 	fs.DurationVar(&p.Agent.NoOutput, "agent-silence", 10*time.Minute, "stop an agent that prints nothing for this long")
-	fs.StringVar(&p.InterruptPolicy, "interrupt-policy", "interrupt", "a new instruction interrupts the running job (interrupt) or waits (queue)")
+	fs.StringVar(&p.Agent.BaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) for this project's agent: claude ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode the model provider's baseURL; default: the server's --agent-base-url, else the vendor's")
+	fs.StringVar(&p.InterruptPolicy, "interrupt-policy", "", "a new instruction on a thread interrupts that thread's running job (interrupt) or waits (queue); default: the server's --interrupt-policy")
 	fs.StringVar(&p.AttachmentsDir, "attachments-dir", "public/attachments", "where attachments land in the repository")
 	fs.IntVar(&p.RepairTurns, "repair-turns", 1, "agent turns to fix a failed build")
+	fs.BoolVar(&p.CheckTurn, "check-turn", false, "after the preview and its pictures, give the agent one more turn to look at the pictures and fix an obvious miss before the reply (costs an agent turn; not for --agent command)")
 	fs.Var(senders(p.Senders), "sender", "ADDRESS=USER: mail from ADDRESS acts as USER (repeatable)")
 	fs.StringVar(&p.MailAuth, "mail-auth", "aligned", "sender authentication required: aligned (DKIM or SPF aligned with From), dkim, or none (trusted setups only)")
 	fs.BoolVar(&p.Acknowledge, "acknowledge", false, "send an acknowledgement with the job's link when an email is accepted")
@@ -261,12 +264,14 @@ func printProject(p project.Project) {
 	}
 	line("agent", agent)
 	line("model", p.Agent.Model)
+	line("model API", p.Agent.BaseURL)
 	if p.Agent.WallClock > 0 {
 		line("limits", fmt.Sprintf("%d turns, $%.2f, %s per run, %s silent", p.Agent.MaxTurns, p.Agent.MaxBudgetUSD, human(p.Agent.WallClock), human(p.Agent.NoOutput)))
 	}
 	line("build", p.BuildCommand)
 	line("output", p.OutputDir)
-	line("interrupts", p.InterruptPolicy)
+	line("interrupts", cmp.Or(p.InterruptPolicy, "server default"))
+	line("check turn", map[bool]string{true: "on: the agent looks at the pictures before the reply", false: "off"}[p.CheckTurn])
 	line("mail auth", p.MailAuth)
 	line("senders", senderList(p.Senders))
 	line("env", strings.Join(p.Env, " "))

@@ -58,6 +58,12 @@ func printStatus(out io.Writer, st api.Status) {
 			fmt.Fprintf(w, "%s\t%d\t%s\t\t\n", p.Tenant, p.Pending, dash(p.Owner))
 		}
 	}
+	if len(st.HeldMail) > 0 {
+		fmt.Fprintf(w, "\nHELD MAIL (%d; webordinary mail held)\tFROM\tRECEIVED\tSUBJECT\t\n", len(st.HeldMail))
+		for _, m := range st.HeldMail {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", m.ID, dash(m.From), ago(m.ReceivedAt), firstLineOf(m.Subject, 40))
+		}
+	}
 	fmt.Fprintf(w, "\nRECENT JOBS (%d)\t%s\tTENANT\tTOOK\tACCEPTED\tINSTRUCTION\n", len(st.Jobs), paint("01", "STATE")) // same escape length as the states
 	for _, j := range st.Jobs {
 		took := "-"

@@ -97,20 +97,26 @@ func TestOpencodeProcess(t *testing.T) {
 	}{
 		{"opencode/success.jsonl", "0", true, ""},
 		{"opencode/error.jsonl", "1", false, "invalid x-api-key"},
+		{"opencode/rejected_tool.jsonl", "0", false, "denied permission for bash"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
 			t.Parallel()
 			f, rec := setup(t), newRecorder(t)
-			req := f.request("-make the heading say Spring sale")
+			prompt := "-make the heading say \"Spring sale\"\n  $(keep) `this` verbatim\n"
+			req := f.request(prompt)
+			req.SystemPrompt = "rules"
 			req.Env = rec.env(t, tt.fixture, tt.exit)
 			res := run(t, context.Background(), agent.Spec{Kind: agent.KindOpencode, Command: rec.bin}, req)
 			if res.OK != tt.wantOK || res.Session != "ses_494719016ffe85dkDMj0FPRbHK" {
 				t.Fatalf("OK, Session = %v, %q", res.OK, res.Session)
 			}
 			assertContains(t, "Error", res.Error, tt.wantError)
-			if got, want := rec.args(t), "run --format json -- -make the heading say Spring sale"; got != want {
+			if got, want := rec.args(t), "run --format json"; got != want {
 				t.Errorf("args = %q, want %q", got, want)
+			}
+			if got, want := rec.read(t, "stdin"), "rules\n\n"+prompt; got != want {
+				t.Errorf("stdin = %q, want the prompt verbatim %q", got, want)
 			}
 			if env := envMap(rec.read(t, "env")); env["XDG_DATA_HOME"] != f.config {
 				t.Errorf("XDG_DATA_HOME = %q, want %q", env["XDG_DATA_HOME"], f.config)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -66,14 +67,20 @@ type Spec struct {
 	// PassEnv names extra variables of the worker's environment the agent may see (model
 	// credentials), besides the built-in allowlist.
 	PassEnv []string
+	// BaseURL points the agent at a model API endpoint (a gateway or proxy) instead of its
+	// vendor's; empty: the vendor's. claude: ANTHROPIC_BASE_URL; codex: OPENAI_BASE_URL (its
+	// built-in OpenAI provider, Responses API); opencode: the baseURL option of the model's
+	// provider ("openai/gpt-5" → openai; without a model: openai and anthropic), given inline
+	// (OPENCODE_CONFIG_CONTENT); command: WO_MODEL_BASE_URL. No config file is written.
+	BaseURL string
 }
 
 // Request is one run.
 type Request struct {
 	// Dir is the working tree the agent edits. Required; it must exist.
 	Dir string
-	// Prompt is the instruction: on stdin for claude, codex and command; a command-line
-	// argument for opencode.
+	// Prompt is the instruction, written verbatim on the agent's stdin (every kind; command:
+	// also in WO_INSTRUCTION).
 	Prompt string
 	// SystemPrompt holds platform rules appended to the agent's system prompt (claude:
 	// --append-system-prompt; codex and opencode: put before the prompt; command:
@@ -93,6 +100,11 @@ type Request struct {
 	// Home, when set, is the agent's HOME (a per-tenant directory; the worker's own HOME is
 	// not visible in a sandbox).
 	Home string
+	// ReadDirs are directories besides Dir the agent is meant to read (pictures to look at);
+	// the Jail must bind them. claude: --add-dir each (Claude Code asks before reading outside
+	// its working directories, which in print mode is a denial); codex reads anywhere in its
+	// sandbox; opencode and command: named in the prompt only.
+	ReadDirs []string
 	// Jail, when set, runs the agent sandboxed (see package sandbox); its writable paths must
 	// include Dir, ConfigDir and Home.
 	Jail *sandbox.Jail
@@ -188,8 +200,16 @@ func validate(spec Spec, req Request) error {
 		return fmt.Errorf("agent: %w: no working directory", ErrInvalid)
 	case req.Resume && req.Session == "":
 		return fmt.Errorf("agent: %w: resume without a session id", ErrInvalid)
+	case spec.BaseURL != "" && !httpURL(spec.BaseURL):
+		return fmt.Errorf("agent: %w: base URL %q: want http://host[:port][/path] or https://…", ErrInvalid, spec.BaseURL)
 	}
 	return validateEnvNames(spec.PassEnv)
+}
+
+// httpURL reports whether s is an absolute http or https URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func validateEnvNames(names []string) error {

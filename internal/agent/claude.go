@@ -27,7 +27,7 @@ func (claude) invoke(spec Spec, req Request) (invocation, parser) {
 	if session == "" {
 		session = NewSessionID()
 	}
-	inv := invocation{args: claudeArgs(spec, req, session), stdin: req.Prompt, env: claudeEnv(req)}
+	inv := invocation{args: claudeArgs(spec, req, session), stdin: req.Prompt, env: claudeEnv(spec, req)}
 	return inv, &claudeParser{session: session}
 }
 
@@ -42,6 +42,9 @@ func claudeArgs(spec Spec, req Request, session string) []string {
 	if spec.MaxBudgetUSD > 0 {
 		args = append(args, "--max-budget-usd", strconv.FormatFloat(spec.MaxBudgetUSD, 'f', -1, 64))
 	}
+	for _, d := range req.ReadDirs {
+		args = append(args, "--add-dir", d)
+	}
 	if req.SystemPrompt != "" {
 		// One argument, so that rules starting with "-" are not taken for flags.
 		args = append(args, "--append-system-prompt="+req.SystemPrompt)
@@ -52,10 +55,13 @@ func claudeArgs(spec Spec, req Request, session string) []string {
 	return append(args, "--session-id", session)
 }
 
-func claudeEnv(req Request) []string {
+func claudeEnv(spec Spec, req Request) []string {
 	env := []string{"CLAUDE_CODE_MAX_RETRIES=2"}
 	if req.ConfigDir != "" {
 		env = append(env, "CLAUDE_CONFIG_DIR="+req.ConfigDir)
+	}
+	if spec.BaseURL != "" {
+		env = append(env, "ANTHROPIC_BASE_URL="+spec.BaseURL)
 	}
 	return env
 }

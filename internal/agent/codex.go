@@ -25,6 +25,9 @@ func (codex) invoke(spec Spec, req Request) (invocation, parser) {
 	if req.ConfigDir != "" {
 		env = append(env, "CODEX_HOME="+req.ConfigDir)
 	}
+	if spec.BaseURL != "" {
+		env = append(env, "OPENAI_BASE_URL="+spec.BaseURL) // the built-in openai provider reads it
+	}
 	inv := invocation{args: codexArgs(spec, req), stdin: withSystemPrompt(req), env: env}
 	return inv, &codexParser{session: req.Session}
 }

@@ -20,11 +20,15 @@ func (command) credentials() []string {
 	return slices.Concat(anthropicEnv, bedrockEnv, openaiEnv)
 }
 
-// invoke runs sh -c spec.Command. The system prompt, when set, is in WO_SYSTEM_PROMPT.
+// invoke runs sh -c spec.Command. The system prompt, when set, is in WO_SYSTEM_PROMPT, and
+// Spec.BaseURL in WO_MODEL_BASE_URL.
 func (command) invoke(spec Spec, req Request) (invocation, parser) {
 	env := []string{"WO_INSTRUCTION=" + req.Prompt}
 	if req.SystemPrompt != "" {
 		env = append(env, "WO_SYSTEM_PROMPT="+req.SystemPrompt)
+	}
+	if spec.BaseURL != "" {
+		env = append(env, "WO_MODEL_BASE_URL="+spec.BaseURL)
 	}
 	inv := invocation{args: []string{"-c", spec.Command}, stdin: req.Prompt, env: env}
 	return inv, commandParser{session: req.Session}

@@ -22,16 +22,43 @@ func (opencode) program(spec Spec) (string, string) {
 
 func (opencode) credentials() []string { return opencodeEnv }
 
-// invoke passes the system prompt and the prompt as one message argument after "--" (so that
-// a prompt starting with "-" is not taken for a flag), and --session to continue a session.
-// opencode chooses new session ids itself and reports them on every event.
+// invoke writes the system prompt and the prompt verbatim on stdin (opencode run reads its
+// message from stdin when it is not a terminal), so no part of an owner's text is ever taken
+// for a flag or mangled as an argument, and passes --session to continue a session. opencode
+// chooses new session ids itself and reports them on every event.
 func (opencode) invoke(spec Spec, req Request) (invocation, parser) {
 	var env []string
 	if req.ConfigDir != "" {
 		env = append(env, "XDG_DATA_HOME="+req.ConfigDir) // sessions live in $XDG_DATA_HOME/opencode
 	}
-	inv := invocation{args: opencodeArgs(spec, req), env: env}
+	if spec.BaseURL != "" {
+		env = append(env, "OPENCODE_CONFIG_CONTENT="+opencodeBaseURLConfig(spec))
+	}
+	inv := invocation{args: opencodeArgs(spec, req), stdin: withSystemPrompt(req), env: env}
 	return inv, &opencodeParser{session: req.Session}
+}
+
+// opencodeBaseURLConfig is inline opencode config (merged over the others) that sets the
+// baseURL option of the model's provider, or of openai and anthropic when no model is named.
+func opencodeBaseURLConfig(spec Spec) string {
+	providers := []string{"anthropic", "openai"}
+	if p, _, ok := strings.Cut(spec.Model, "/"); ok && p != "" {
+		providers = []string{p}
+	}
+	type options struct {
+		BaseURL string `json:"baseURL"`
+	}
+	type provider struct {
+		Options options `json:"options"`
+	}
+	cfg := struct {
+		Provider map[string]provider `json:"provider"`
+	}{Provider: map[string]provider{}}
+	for _, p := range providers {
+		cfg.Provider[p] = provider{Options: options{BaseURL: spec.BaseURL}}
+	}
+	b, _ := json.Marshal(cfg)
+	return string(b)
 }
 
 func opencodeArgs(spec Spec, req Request) []string {
@@ -42,7 +69,7 @@ func opencodeArgs(spec Spec, req Request) []string {
 	if req.Resume {
 		args = append(args, "--session", req.Session)
 	}
-	return append(args, "--", withSystemPrompt(req))
+	return args
 }
 
 // opencodeEvent is the part of an opencode run --format json line the adapter reads.
@@ -53,6 +80,11 @@ type opencodeEvent struct {
 		SessionID string  `json:"sessionID"`
 		Text      string  `json:"text"`
 		Cost      float64 `json:"cost"`
+		Tool      string  `json:"tool"`
+		State     struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		} `json:"state"`
 	} `json:"part"`
 	Error    json.RawMessage `json:"error"`
 	Rejected []string        `json:"rejected"`
@@ -84,11 +116,23 @@ func (p *opencodeParser) line(b []byte) {
 	case "step_finish":
 		p.steps++
 		p.cost += ev.Part.Cost
+	case "tool_use":
+		if ev.Part.State.Status == "error" && permissionRefused(ev.Part.State.Error) {
+			p.rejected = append(p.rejected, firstNonEmpty(ev.Part.Tool, "a tool"))
+		}
 	case "error":
 		p.errors = append(p.errors, opencodeError(ev.Error))
 	case "done":
 		p.rejected = append(p.rejected, ev.Rejected...)
 	}
+}
+
+// permissionRefused reports a tool error that says the permission to run it was refused
+// (opencode run refuses what its permission config says to ask about: nobody can answer).
+func permissionRefused(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "rejected permission") || strings.Contains(m, "permission denied by") ||
+		(strings.Contains(m, "permission") && (strings.Contains(m, "rejected") || strings.Contains(m, "denied")))
 }
 
 // opencodeError is an error event's message: error.data.message, else error.name.
@@ -105,8 +149,9 @@ func opencodeError(raw json.RawMessage) string {
 	return firstNonEmpty(e.Data.Message, e.Name, "unknown error")
 }
 
-// judge: OK means at least one finished step, no error event, no rejected permission and exit
-// status 0.
+// judge: OK means at least one finished step, no error event, no refused permission (a tool
+// call refused, or a done event's rejected list) and exit status 0. A refused permission is a
+// failure even when opencode ends normally: the agent did not do what it was asked.
 func (p *opencodeParser) judge(res *Result) {
 	res.Session = firstNonEmpty(p.reported, p.session)
 	res.CostUSD, res.Turns = p.cost, p.steps

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -112,8 +113,8 @@ func TestArgs(t *testing.T) {
 			"exec --json --skip-git-repo-check --sandbox workspace-write --model m1 -"},
 		{"codex resume", codexArgs(Spec{}, resume),
 			"exec --json --skip-git-repo-check --sandbox workspace-write resume s1 -"},
-		{"opencode new", opencodeArgs(full, newReq), "run --format json --model m1 -- rules\n\np"},
-		{"opencode resume", opencodeArgs(Spec{}, resume), "run --format json --session s1 -- p"},
+		{"opencode new", opencodeArgs(full, newReq), "run --format json --model m1"},
+		{"opencode resume", opencodeArgs(Spec{}, resume), "run --format json --session s1"},
 	}
 	for _, tt := range tests {
 		if got := strings.Join(tt.got, " "); got != tt.want {
@@ -176,5 +177,45 @@ func TestEnviron(t *testing.T) {
 				t.Errorf("environ = %q\nwant      %q", s, tt.want)
 			}
 		})
+	}
+}
+
+// TestBaseURL: Spec.BaseURL points every kind at one model API endpoint in the way that kind
+// reads it, with no per-tenant config file.
+func TestBaseURL(t *testing.T) {
+	t.Parallel()
+	const url = "http://gateway.internal:4000/v1"
+	req := Request{Prompt: "p", ConfigDir: "/cfg"}
+	tests := []struct {
+		name string
+		ad   adapter
+		spec Spec
+		want string
+	}{
+		{"claude", claude{}, Spec{BaseURL: url}, "ANTHROPIC_BASE_URL=" + url},
+		{"codex", codex{}, Spec{BaseURL: url}, "OPENAI_BASE_URL=" + url},
+		{"opencode, model's provider", opencode{}, Spec{BaseURL: url, Model: "openai/gpt-5"},
+			`OPENCODE_CONFIG_CONTENT={"provider":{"openai":{"options":{"baseURL":"` + url + `"}}}}`},
+		{"opencode, no model", opencode{}, Spec{BaseURL: url},
+			`OPENCODE_CONFIG_CONTENT={"provider":{"anthropic":{"options":{"baseURL":"` + url + `"}},"openai":{"options":{"baseURL":"` + url + `"}}}}`},
+		{"command", command{}, Spec{BaseURL: url, Command: "true"}, "WO_MODEL_BASE_URL=" + url},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			inv, _ := tt.ad.invoke(tt.spec, req)
+			if !slices.Contains(inv.env, tt.want) {
+				t.Errorf("env %q lacks %q", inv.env, tt.want)
+			}
+			none, _ := tt.ad.invoke(Spec{Command: "true"}, req)
+			for _, kv := range none.env {
+				if strings.Contains(kv, "BASE_URL") || strings.Contains(kv, "baseURL") {
+					t.Errorf("without BaseURL, env has %q", kv)
+				}
+			}
+		})
+	}
+	if err := validate(Spec{Kind: KindCodex, BaseURL: "gateway:4000"}, Request{Dir: "/d"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a base URL without scheme: %v; want ErrInvalid", err)
 	}
 }

@@ -7,6 +7,7 @@
 //	GET  /api/status               leases, pending per tenant, workers, recent jobs
 //	POST /api/mail/inspect         raw message → the mail router's report (422 over the parse budget)
 //	GET  /api/mail/quarantine      mail set aside; POST …/{id}/release, DELETE …/{id}
+//	GET  /api/mail/held            mail held over a sender's limit; POST …/{id}/release, DELETE …/{id}
 //	GET  /healthz                  200 when the engine answers
 //
 // The handler checks no access itself: serve puts it behind the dashboard's Guard (Host
@@ -44,6 +45,8 @@ type Server struct {
 	InspectMail func(ctx context.Context, env intake.Envelope, raw []byte) (*inbound.Report, error)
 	// Quarantine enables the /api/mail/quarantine routes; optional.
 	Quarantine MailQuarantine
+	// Held enables the /api/mail/held routes and the held list in /api/status; optional.
+	Held MailHeld
 }
 
 // Handler returns the API's routes.
@@ -56,6 +59,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.health)
 	s.projectRoutes(mux)
 	s.quarantineRoutes(mux)
+	s.heldRoutes(mux)
 	if s.InspectMail != nil {
 		mux.HandleFunc("POST /api/mail/inspect", s.inspectMail)
 	}

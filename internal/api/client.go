@@ -23,7 +23,7 @@ import (
 var (
 	// ErrUnauthorized: the server wants a valid API token (401).
 	ErrUnauthorized = errors.New("api: unauthorized")
-	// ErrNotFound: no such job, project or quarantined message (404).
+	// ErrNotFound: no such job, project, quarantined or held message (404).
 	ErrNotFound = errors.New("api: not found")
 	// ErrInvalid: the server refused the request as malformed or invalid (400, 422).
 	ErrInvalid = errors.New("api: invalid request")
@@ -166,6 +166,22 @@ func (c *Client) Quarantined(ctx context.Context) ([]intake.Quarantined, error) 
 // ReleaseQuarantined puts a quarantined message back in the spool (POST …/{id}/release).
 func (c *Client) ReleaseQuarantined(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/api/mail/quarantine/"+url.PathEscape(id)+"/release", nil, http.StatusOK, nil)
+}
+
+// Held lists the mail held over a sender's limit (GET /api/mail/held).
+func (c *Client) Held(ctx context.Context) ([]intake.Quarantined, error) {
+	var h []intake.Quarantined
+	return h, c.do(ctx, http.MethodGet, "/api/mail/held", nil, http.StatusOK, &h)
+}
+
+// ReleaseHeld runs a held message (POST /api/mail/held/{id}/release).
+func (c *Client) ReleaseHeld(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/api/mail/held/"+url.PathEscape(id)+"/release", nil, http.StatusOK, nil)
+}
+
+// DropHeld drops a held message for good (DELETE /api/mail/held/{id}).
+func (c *Client) DropHeld(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/api/mail/held/"+url.PathEscape(id), nil, http.StatusOK, nil)
 }
 
 // DeleteQuarantined deletes a quarantined message for good (DELETE …/{id}).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/mail/intake"
 )
 
 // Status is the system at one moment.
@@ -16,6 +17,9 @@ type Status struct {
 	Workers       []broker.WorkerInfo `json:"workers"`
 	ClaimsWaiting int                 `json:"claimsWaiting"`
 	Jobs          []broker.JobRecord  `json:"recentJobs"`
+	// HeldMail are the messages held over a sender's limit (see GET /api/mail/held); absent
+	// without an SMTP listener.
+	HeldMail []intake.Quarantined `json:"heldMail,omitempty"`
 }
 
 // LeaseStatus is one live lease.
@@ -75,6 +79,9 @@ func ReadStatus(ctx context.Context, b *broker.Backend, recent int, local func()
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, err := ReadStatus(r.Context(), s.Backend, 20, s.LocalWorkers)
+	if err == nil && s.Held != nil {
+		st.HeldMail, err = s.Held.List()
+	}
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 		return

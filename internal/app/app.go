@@ -24,7 +24,6 @@ import (
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/mail/auth"
-	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -244,14 +243,18 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 	if err != nil {
 		return nil, err
 	}
+	projects, err := project.Open(ctx, b)
+	if err != nil {
+		return nil, err
+	}
 	var mail *mailParts
-	r, err := a.newRouter(b, func() *mailParts { return mail })
+	r, err := a.newRouter(b, projects, func() *mailParts { return mail })
 	if err != nil {
 		return nil, err
 	}
 	httpBase := "http://" + a.ln.http.Addr().String()
 	jobBase := strings.TrimRight(cmp.Or(a.cfg.PublicURL, httpBase), "/")
-	if mail, err = a.buildMail(ctx, b, r, func(id string) string { return jobBase + "/jobs/" + id }); err != nil {
+	if mail, err = a.buildMail(ctx, b, r, jobBase); err != nil {
 		return nil, err
 	}
 	comps := []component{{"router", r.Run}}
@@ -263,7 +266,7 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 		}
 		comps, local = append(comps, component{"workers", pool.Run}), pool.Status
 	}
-	comps = append(comps, component{"mail outbox", mail.outbox.Run})
+	comps = append(comps, component{"mail outbox", mail.outbox.Run}, component{"held mail notices", mail.in.Run})
 	if mail.smtp != nil {
 		comps = append(comps, component{"SMTP intake", mail.smtp.Run})
 	}
@@ -271,13 +274,13 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 		comps = append(comps, component{"SES inbound", mail.ses.Run})
 	}
 	if a.ln.preview != nil {
-		h, err := a.previewHandler(ctx)
+		h, err := a.previewHandler(ctx, b)
 		if err != nil {
 			return nil, err
 		}
 		comps = append(comps, component{"preview server", serveHTTP(&http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, a.ln.preview)})
 	}
-	handler, err := a.httpHandler(ctx, b, r, hub, mail, local, token)
+	handler, err := a.httpHandler(b, r, projects, hub, mail, local, token)
 	if err != nil {
 		return nil, err
 	}
@@ -289,23 +292,14 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 	return comps, a.writeReady(b, mail)
 }
 
-// previewHandler serves the previews: from Worker.PreviewTarget's bucket (previews and
-// production sites) when set, else from the Worker.Previews directory.
-func (a *App) previewHandler(ctx context.Context) (http.Handler, error) {
-	if a.cfg.Worker.PreviewTarget != "" {
-		store, err := a.s3Previews(ctx, a.previewPort())
-		if err != nil {
-			return nil, err
-		}
-		return store.Server(true), nil
-	}
-	return preview.NewServer(preview.ServerConfig{Root: a.cfg.Worker.Previews, Domain: a.cfg.Worker.PreviewDomain, Logger: a.log})
-}
-
-func (a *App) newRouter(b *broker.Backend, mail func() *mailParts) (*router.Router, error) {
-	policy := a.cfg.InterruptPolicy
+// newRouter makes the router; a tenant's interrupt policy is its project's, else
+// Config.InterruptPolicy.
+func (a *App) newRouter(b *broker.Backend, projects *project.Store, mail func() *mailParts) (*router.Router, error) {
+	policy := string(a.cfg.InterruptPolicy)
 	return router.New(router.Config{Backend: b, Logger: a.log, ReconcileEvery: a.cfg.ReconcileEvery,
-		Policy: func(context.Context, tenant.ID) router.Policy { return policy },
+		Policy: func(ctx context.Context, t tenant.ID) router.Policy {
+			return router.Policy(projects.InterruptPolicy(ctx, t.Project, policy))
+		},
 		OnResult: func(ctx context.Context, res broker.Result) error {
 			a.log.InfoContext(ctx, "result", slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID), slog.String("state", string(res.State)))
 			if m := mail(); m != nil {
@@ -315,21 +309,30 @@ func (a *App) newRouter(b *broker.Backend, mail func() *mailParts) (*router.Rout
 		}})
 }
 
-func (a *App) httpHandler(ctx context.Context, b *broker.Backend, r *router.Router, hub *live.Hub, mail *mailParts,
+func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project.Store, hub *live.Hub, mail *mailParts,
 	local func() []broker.WorkerInfo, token string) (http.Handler, error) {
-	projects, err := project.Open(ctx, b)
-	if err != nil {
-		return nil, err
+	apiServer := &api.Server{Backend: b, Router: r, Logger: a.log, LocalWorkers: local, Projects: projects,
+		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}
+	if h := mail.held(); h != nil {
+		apiServer.Held = h
 	}
-	apiHandler := (&api.Server{Backend: b, Router: r, Logger: a.log, LocalWorkers: local, Projects: projects,
-		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}).Handler()
+	apiHandler := apiServer.Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,
-		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Notice: a.cfg.notice(), Logger: a.log})
+		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Held: dashHeld(mail), Notice: a.cfg.notice(),
+		Pictures: a.pictures(), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
-	return routes(dash, apiHandler), nil
+	return routes(dash, apiHandler, mail.in.PublishHandler()), nil
+}
+
+// dashHeld is the dashboard's view of the held mail, nil without an SMTP listener.
+func dashHeld(mail *mailParts) dashboard.Held {
+	if h := mail.held(); h != nil {
+		return h
+	}
+	return nil
 }
 
 // previewPort is the port in preview links: the preview server's, else Worker.PreviewPort.
@@ -370,7 +373,7 @@ func (a *App) announceToken(token string) {
 `, SecretPath(a.cfg.Data, APITokenFile), token, a.ln.http.Addr(), token)
 }
 
-// writeReady writes Config.ReadyFile: {"api":URL,"smtp":addr,"nats":URL}.
+// writeReady writes Config.ReadyFile: {"api":URL,"smtp":addr,"nats":URL,"preview":addr}.
 func (a *App) writeReady(b *broker.Backend, mail *mailParts) error {
 	if a.cfg.ReadyFile == "" {
 		return nil
@@ -381,6 +384,9 @@ func (a *App) writeReady(b *broker.Backend, mail *mailParts) error {
 	}
 	if b.Endpoint != "" {
 		ready["nats"] = b.Endpoint
+	}
+	if a.ln.preview != nil {
+		ready["preview"] = a.ln.preview.Addr().String()
 	}
 	data, _ := json.Marshal(ready)
 	tmp := a.cfg.ReadyFile + ".tmp"

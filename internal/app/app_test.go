@@ -42,6 +42,9 @@ func TestValidate(t *testing.T) {
 		{"tls key without cert", Config{Mail: Mail{TLSKey: "k.pem"}}, "Mail.TLSCert"},
 		{"processor", Config{Worker: Worker{Processor: "shell"}}, "Worker.Processor"},
 		{"sandbox", Config{Worker: Worker{Sandbox: "maybe"}}, "Worker.Sandbox"},
+		{"claude login", Config{Worker: Worker{ClaudeLogin: "/nonexistent"}}, "Worker.ClaudeLogin"},
+		{"agent base URL", Config{Worker: Worker{AgentBaseURL: "gateway:4000"}}, "Worker.AgentBaseURL"},
+		{"held notice", Config{Mail: Mail{HeldNoticeAfter: -time.Second}}, "Mail.HeldNoticeAfter"},
 		{"workers", Config{Worker: Worker{Count: -1}}, "Worker.Count"},
 		{"lease", Config{Worker: Worker{LeaseTTL: time.Millisecond}}, "Worker.LeaseTTL"},
 		{"preview target not s3", Config{Worker: Worker{PreviewTarget: "/srv/previews"}}, "Worker.PreviewTarget"},
@@ -52,6 +55,8 @@ func TestValidate(t *testing.T) {
 		{"ses queue beside smtp", Config{Mail: Mail{SESQueue: "https://sqs.us-east-1.amazonaws.com/1/wo-inbound", SMTPAddr: "127.0.0.1:2525"}}, "Mail.SMTPAddr"},
 		{"ses queue trusts another relay", Config{Mail: Mail{SESQueue: "https://sqs.us-east-1.amazonaws.com/1/wo-inbound", TrustedAuthServ: "mx.example.com"}}, "Mail.TrustedAuthServ"},
 		{"aws endpoint", Config{AWS: AWS{Endpoint: "localhost:4566"}}, "AWS.Endpoint"},
+		{"state archive over the engine's blob limit", Config{Worker: Worker{StateMaxBytes: 65<<20 + 1}}, "Worker.StateMaxBytes"},
+		{"preview target and engine previews", Config{Worker: Worker{Previews: PreviewsEngine, PreviewTarget: "s3://wo-sites"}}, "Worker.PreviewTarget"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,6 +85,10 @@ func TestValidateFillsDefaultsAndAbsolutePaths(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
+	}
+	engine := Config{Data: "rel/data", Worker: Worker{Previews: PreviewsEngine}}
+	if err := engine.Validate(); err != nil || engine.Worker.Previews != PreviewsEngine {
+		t.Errorf("Worker.Previews %q: expected it kept as is, got %q, %v", PreviewsEngine, engine.Worker.Previews, err)
 	}
 	if c.Role != RoleServe || c.InterruptPolicy != router.PolicyInterrupt || c.Worker.Sandbox != sandbox.ModeAuto || c.Worker.Processor != ProcessorPipeline {
 		t.Errorf("defaults not filled: %+v", c)

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/sesin"
@@ -66,6 +68,9 @@ const (
 	ProcessorNoop     = "noop"     // nothing (benchmarks)
 )
 
+// ChromiumOff as Worker.Chromium takes no pictures of the changes.
+const ChromiumOff = "off"
+
 // Config is one process's configuration, for either role. Validate fills the defaults and
 // checks everything before anything binds a port or touches the disk.
 type Config struct {
@@ -97,11 +102,13 @@ type Config struct {
 	Token string
 	// PreviewAddr is the preview server's address; empty serves no previews.
 	PreviewAddr string
-	// ReadyFile, when set, receives {"api":URL,"smtp":addr,"nats":URL} once serving.
+	// ReadyFile, when set, receives {"api":URL,"smtp":addr,"nats":URL,"preview":addr} once serving.
 	ReadyFile string
 	// ReconcileEvery is the router reconciler's period. Default router.DefaultReconcileEvery.
 	ReconcileEvery time.Duration
-	// InterruptPolicy is what a new instruction does to a running job. Default interrupt.
+	// InterruptPolicy is what a new instruction on a thread does to that thread's running job,
+	// for projects that set no policy of their own (project.Project.InterruptPolicy); an
+	// instruction on another thread always waits. Default interrupt.
 	InterruptPolicy router.Policy
 	// ShutdownTimeout bounds the whole shutdown (after which Run returns anyway). Default
 	// DefaultShutdownTimeout, and at least Worker.ShutdownGrace plus 5s.
@@ -145,7 +152,11 @@ type Mail struct {
 	// RelayTLS is starttls (default), opportunistic, tls or none.
 	RelayTLS string
 	// PerSender and PerTenant are instructions per hour. Defaults DefaultPerSender, DefaultPerTenant.
+	// Mail over a limit is held (listed, released or dropped by an operator), never dropped.
 	PerSender, PerTenant int
+	// HeldNoticeAfter: a sender whose mail was held gets one notice per limit window listing
+	// it, once none of theirs was held for this long. Default inbound.DefaultHeldNoticeAfter.
+	HeldNoticeAfter time.Duration
 	// Parse bounds parsing one message. Zero fields take message's defaults.
 	Parse message.Limits
 	// SES sends replies through Amazon SES v2 (AWS) instead of Relay or the outbox directory.
@@ -176,7 +187,8 @@ type Worker struct {
 	AgentCommand string
 	// Workspaces, State and Previews are the roots of per-tenant working copies, agent and
 	// build state, and deployed previews. Defaults <Data>/workspaces, <Data>/state,
-	// <Data>/previews. Made absolute by Validate.
+	// <Data>/previews. Made absolute by Validate. Previews PreviewsEngine ("engine") deploys
+	// into the engine instead, and serve serves from there: no directory shared with serve.
 	Workspaces, State, Previews string
 	// PreviewPort is the preview server's port in reported links when this process serves
 	// none (serve reports its own). Default DefaultPreviewPort.
@@ -185,6 +197,19 @@ type Worker struct {
 	PreviewDomain string
 	// BuildTimeout bounds a site's install and build. Default DefaultBuildTimeout.
 	BuildTimeout time.Duration
+	// ClaudeLogin is a Claude Code config directory where `claude /login` was run (e.g.
+	// ~/.claude): every claude agent gets a read-only copy of its access token (never the
+	// refresh token, nothing else) in its own config (pipeline.Config.ClaudeLogin). Empty:
+	// agents use ANTHROPIC_API_KEY or their own login.
+	ClaudeLogin string
+	// AgentBaseURL is the model API endpoint (a gateway or proxy) every project's agent talks
+	// to unless the project sets its own (pipeline.Config.AgentBaseURL). Empty: the vendors'.
+	AgentBaseURL string
+	// ModelRetryBudget bounds how long a job waits for a model service that turned its agent
+	// away (rate limited, overloaded, unreachable) before it fails and the owner is told the
+	// service was unavailable (pipeline.Config.ModelRetryBudget). Default
+	// pipeline.DefaultModelRetryBudget; negative: no retries.
+	ModelRetryBudget time.Duration
 	// LeaseTTL, IdleRelease, Quantum, MaxAttempts and ShutdownGrace are worker.Config's;
 	// zero takes worker's defaults.
 	LeaseTTL, IdleRelease, Quantum time.Duration
@@ -198,10 +223,28 @@ type Worker struct {
 	SandboxReadOnly []string
 	// JobEnv are variables every job gets: NAME or NAME=VALUE (jobenv.Parse).
 	JobEnv []string
-	// PreviewTarget is where previews are deployed: empty for the directory Previews (served
-	// by serve's preview server), or s3://bucket[/prefix] for S3 (AWS; serve's preview server
-	// then reads the same bucket, every worker deploys there: no shared directory needed).
+	// PreviewTarget is where previews are deployed: empty for Previews (a directory or the
+	// engine), or s3://bucket[/prefix] for S3 (AWS; serve's preview server then reads the same
+	// bucket, live sites included, and every worker deploys there: no shared directory
+	// needed). It and Previews PreviewsEngine are alternatives; Validate refuses both.
 	PreviewTarget string
+	// Shots is where the pictures of each job's change go, read by serve for replies and job
+	// pages; shared like Previews. Default <Data>/shots.
+	Shots string
+	// Chromium is the headless browser that takes them: "" finds the system's, "off" takes
+	// none.
+	Chromium string
+	// ShotPages is how many pages are pictured per job. Default shots.DefaultPages.
+	ShotPages int
+	// ShotBudget bounds one picture. Default shots.DefaultPageBudget.
+	ShotBudget time.Duration
+	// StateMaxBytes bounds the archive of a tenant's agent state (its agent/ and home/ under
+	// State) that the pipeline saves to the engine's blob stores (with aws://, S3 objects in
+	// the payload bucket) after each job and restores on another
+	// machine, so any worker can take a thread's session over. 0 takes
+	// agentstate.DefaultMaxBytes; at most broker.MaxBlobSize. Negative: agent state stays on
+	// the machine that wrote it, and every worker must share State.
+	StateMaxBytes int
 }
 
 // FieldError is a Config field that cannot be used. Field is the path from Config, such as
@@ -410,6 +453,12 @@ func (m *Mail) validate() error {
 	if m.PerTenant == 0 {
 		m.PerTenant = DefaultPerTenant
 	}
+	if m.HeldNoticeAfter == 0 {
+		m.HeldNoticeAfter = inbound.DefaultHeldNoticeAfter
+	}
+	if m.HeldNoticeAfter < 0 {
+		return fieldErr("Mail.HeldNoticeAfter", m.HeldNoticeAfter, "must not be negative")
+	}
 	if (m.TLSCert == "") != (m.TLSKey == "") {
 		return fieldErr("Mail.TLSCert", m.TLSCert, "set both Mail.TLSCert and Mail.TLSKey, or neither")
 	}
@@ -479,6 +528,10 @@ func (w *Worker) validate() error {
 		return fieldErr("Worker.Sandbox", w.Sandbox, "use auto, required or off")
 	}
 	if w.PreviewTarget != "" {
+		if w.Previews == PreviewsEngine {
+			return fieldErr("Worker.PreviewTarget", w.PreviewTarget,
+				"and Worker.Previews %q are alternatives: previews go to S3 or to the engine; leave one unset", PreviewsEngine)
+		}
 		if _, err := parseS3("Worker.PreviewTarget", w.PreviewTarget); err != nil {
 			return err
 		}
@@ -504,7 +557,15 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.LeaseTTL", w.LeaseTTL, "must be at least %s", worker.MinLeaseTTL)
 	case w.MaxAttempts < 0:
 		return fieldErr("Worker.MaxAttempts", w.MaxAttempts, "must not be negative")
-	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0:
+	case w.ShotPages < 0:
+		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
+	case w.StateMaxBytes > broker.MaxBlobSize:
+		return fieldErr("Worker.StateMaxBytes", w.StateMaxBytes, "must be at most %d (64 MiB)", broker.MaxBlobSize)
+	case w.ClaudeLogin != "" && !isFile(filepath.Join(w.ClaudeLogin, ".credentials.json")):
+		return fieldErr("Worker.ClaudeLogin", w.ClaudeLogin, "no .credentials.json there: run claude with CLAUDE_CONFIG_DIR=%s and /login first", w.ClaudeLogin)
+	case w.AgentBaseURL != "" && !httpURL(w.AgentBaseURL):
+		return fieldErr("Worker.AgentBaseURL", w.AgentBaseURL, "want http://host[:port][/path] or https://…")
+	case w.BuildTimeout < 0 || w.IdleRelease < 0 || w.Quantum < 0 || w.ShutdownGrace < 0 || w.ShotBudget < 0:
 		return fieldErr("Worker", "durations", "must not be negative")
 	}
 	if w.ShutdownGrace == 0 {
@@ -519,9 +580,12 @@ func (w *Worker) absolute(data string) {
 	for _, d := range []struct {
 		p    *string
 		name string
-	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}} {
+	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
+		}
+		if d.p == &w.Previews && *d.p == PreviewsEngine {
+			continue
 		}
 		if abs, err := filepath.Abs(*d.p); err == nil {
 			*d.p = abs
@@ -538,4 +602,16 @@ func (w Worker) sandboxIDs() (uid, gid int) {
 		gid = sandbox.DefaultGID
 	}
 	return uid, gid
+}
+
+// httpURL reports whether s is an absolute http or https URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// isFile reports whether path is a regular file this process can stat.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

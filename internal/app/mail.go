@@ -60,7 +60,8 @@ func (a *App) loadMailFiles() error {
 }
 
 // buildMail sets up the inbound router, the outbox and, with a bound SMTP listener, intake.
-func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router, jobURL func(string) string) (*mailParts, error) {
+// base is the HTTP server's public address: job pages and publish links live under it.
+func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router, base string) (*mailParts, error) {
 	m, data := a.cfg.Mail, a.cfg.Data
 	secret, err := loadMailSecret(m.Secret, data)
 	if err != nil {
@@ -75,7 +76,9 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	in, err = a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
-		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, Limits: m.Parse, JobURL: jobURL, Logger: a.log})
+		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, HeldNoticeAfter: m.HeldNoticeAfter, Limits: m.Parse,
+		Pictures: a.pictureFunc(), Logger: a.log,
+		JobURL: func(id string) string { return base + "/jobs/" + id }, LinkBase: func() string { return base }})
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +105,9 @@ func (a *App) newInbound(ctx context.Context, b *broker.Backend, r *router.Route
 		return nil, err
 	}
 	if cfg.Mail, err = b.Table(ctx, "mail"); err != nil {
+		return nil, err
+	}
+	if cfg.Notices, err = b.Table(ctx, "held"); err != nil {
 		return nil, err
 	}
 	cfg.Auth, cfg.Jobs, cfg.Router = a.auth, b.Jobs, r
@@ -178,6 +184,14 @@ func (p *mailParts) quarantine() dashboard.Quarantine {
 	return p.smtp
 }
 
+// held is the SMTP intake's held mail, nil without a listener.
+func (p *mailParts) held() *intake.Held {
+	if p.smtp == nil {
+		return nil
+	}
+	return p.smtp.Held()
+}
+
 // registerMetrics exposes the outbox's counts (once per process: a second App's are ignored).
 func (p *mailParts) registerMetrics() {
 	stat := func(f func(outbox.Stats) float64) func() float64 {
@@ -189,4 +203,12 @@ func (p *mailParts) registerMetrics() {
 		Help: "Replies parked as undeliverable."}, stat(func(s outbox.Stats) float64 { return float64(s.Failed) })))
 	_ = metrics.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "webordinary_mail_out_queued",
 		Help: "Replies waiting to be sent (including retries)."}, stat(func(s outbox.Stats) float64 { return float64(s.Queued + s.Retrying) })))
+}
+
+// pictureFunc reads a job's reply pictures from the shots store; nil without one.
+func (a *App) pictureFunc() func(string) []outbox.Image {
+	if p := a.pictures(); p != nil {
+		return p.Images
+	}
+	return nil
 }

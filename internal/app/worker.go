@@ -6,14 +6,15 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/command"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/pipeline"
-	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -110,22 +111,45 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 		return nil, err
 	}
 	w := a.cfg.Worker
-	target, err := a.previewTarget(ctx, previewPort)
+	target, err := a.previewTarget(ctx, b, previewPort)
 	if err != nil {
 		return nil, err
 	}
+	sh, err := a.shooter()
+	if err != nil {
+		return nil, err
+	}
+	var states *agentstate.Store
+	if w.StateMaxBytes >= 0 {
+		if states, err = agentstate.Open(ctx, b, w.StateMaxBytes); err != nil {
+			return nil, err
+		}
+	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
-		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, Logger: a.log, Live: hub.Writer,
-		Sandbox: a.sandbox, JobEnv: a.jobVars})
+		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, ModelRetryBudget: w.ModelRetryBudget, AgentBaseURL: w.AgentBaseURL, ClaudeLogin: w.ClaudeLogin, Logger: a.log, Live: hub.Writer,
+		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh, States: states})
 }
 
-// previewTarget is where the pipeline deploys: S3 (Worker.PreviewTarget) or the directory.
-func (a *App) previewTarget(ctx context.Context, previewPort int) (preview.Target, error) {
+// shooter is the pipeline's picture taker; nil with Chromium "off".
+func (a *App) shooter() (*shots.Shooter, error) {
 	w := a.cfg.Worker
-	if w.PreviewTarget != "" {
-		return a.s3Previews(ctx, previewPort)
+	if w.Chromium == ChromiumOff {
+		return nil, nil
 	}
-	return preview.NewDir(preview.DirConfig{Root: w.Previews, Port: previewPort, Domain: w.PreviewDomain, Logger: a.log})
+	sh, err := shots.New(shots.Config{Dir: w.Shots, Browser: w.Chromium, Sandbox: a.sandbox, Pages: w.ShotPages,
+		PageBudget: w.ShotBudget, Logger: a.log})
+	if err != nil {
+		return nil, &FieldError{Field: "Worker.Chromium", Value: w.Chromium, Err: err}
+	}
+	return sh, nil
+}
+
+// pictures is where serve reads the pictures for replies and job pages; nil with Chromium "off".
+func (a *App) pictures() *shots.Store {
+	if a.cfg.Worker.Chromium == ChromiumOff {
+		return nil
+	}
+	return &shots.Store{Dir: a.cfg.Worker.Shots}
 }
 
 // describeSandbox is the sandbox line of the startup banner.

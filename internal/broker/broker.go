@@ -38,6 +38,8 @@ type Backend struct {
 	// Table opens (creating when missing) a small durable key-value table of records other
 	// than jobs: projects, threads. name is ^[a-z0-9_]+$.
 	Table func(ctx context.Context, name string) (Table, error)
+	// Blobs opens (creating when missing) a named blob store (see Blobs). name is ^[a-z0-9_]+$.
+	Blobs func(ctx context.Context, name string) (Blobs, error)
 	// Close releases the backend's connections (not the data) and, when Open started an
 	// engine for it, that engine.
 	Close func() error
@@ -216,6 +218,9 @@ type Interrupt struct {
 	// Before, when set, stops a running job accepted before this job id (a newer instruction
 	// took over). Job ids sort by acceptance time.
 	Before string `json:"before,omitempty"`
+	// Thread, with Before, narrows it to a running job of this thread: a newer instruction on
+	// the same thread corrects the running one; one on another thread waits its turn.
+	Thread string `json:"thread,omitempty"`
 	// Release asks the owner to release the tenant once its running job (if any) ends.
 	Release bool   `json:"release,omitempty"`
 	Reason  string `json:"reason,omitempty"`

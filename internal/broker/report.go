@@ -1,6 +1,9 @@
 package broker
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Report is what a processor tells about a job it ran (Result.Report): the commit, the files
 // it changed, the preview links, what the agent cost and where the time went. Every field is
@@ -27,12 +30,45 @@ type Report struct {
 	StagesMs map[string]int64 `json:"stagesMs,omitempty"`
 	// BuildLogTail is the end of the site build's log.
 	BuildLogTail string `json:"buildLogTail,omitempty"`
-	// Interrupted: a newer instruction stopped the job; partial work was committed.
+	// Interrupted: the job was stopped before it finished; its partial work, if any, was
+	// committed (Commit is empty when it had changed nothing).
 	Interrupted bool `json:"interrupted,omitempty"`
+	// InterruptedBy is the newer job on the same thread that took over from an interrupted
+	// job; empty when an operator stopped it.
+	InterruptedBy string `json:"interruptedBy,omitempty"`
+	// Continues are the thread's interrupted jobs whose instructions and partial work this
+	// job's agent was told about (the owner corrected themselves).
+	Continues []string `json:"continues,omitempty"`
+	// LiveURL is where the published site is live (publish and undo jobs).
+	LiveURL string `json:"liveUrl,omitempty"`
+	// PublishedFrom is the default branch's commit before a publish or undo; Commit is after.
+	PublishedFrom string `json:"publishedFrom,omitempty"`
+	// AgentSession is the agent's session id (the thread's next job resumes it).
+	AgentSession string `json:"agentSession,omitempty"`
 	// NoChanges: the agent changed nothing, so nothing was committed.
 	NoChanges bool `json:"noChanges,omitempty"`
 	// Resent: a redelivered job whose commit existed; only the result was sent again.
 	Resent bool `json:"resent,omitempty"`
+	// ModelRetries is how many times the agent was run again because the model service
+	// turned it away (rate limited, overloaded, unreachable); ModelWait is the time spent
+	// waiting before those runs.
+	ModelRetries int           `json:"modelRetries,omitempty"`
+	ModelWait    time.Duration `json:"modelWaitNs,omitempty"`
+	// Check is what the check turn did (project.Project.CheckTurn); nil when none was due.
+	Check *Check `json:"check,omitempty"`
+}
+
+// Check is the check turn's account: the agent looked at the pictures of its change.
+type Check struct {
+	// Pictures is how many pictures the agent was given.
+	Pictures int `json:"pictures,omitempty"`
+	// Changed: the agent fixed something; the preview, pictures and commit have the fix.
+	Changed bool `json:"changed,omitempty"`
+	// Summary is what the agent said about the result (its fix, or that it was fine).
+	Summary string `json:"summary,omitempty"`
+	// Note says why the turn did not run or did not count (no pictures, the agent failed,
+	// its fix did not build); "" when it ran.
+	Note string `json:"note,omitempty"`
 }
 
 // FileChange is one changed path, with git's status letter (A, M, D, R...).

@@ -25,10 +25,20 @@ type Job struct {
 	// MessageID and References of the email that carried the instruction, for threaded replies.
 	MessageID  string   `json:"messageId,omitempty"`
 	References []string `json:"references,omitempty"`
+	// Action is what the job does: ActionEdit (empty: run the instruction), ActionPublish
+	// (put the thread's branch live) or ActionUndo (revert the thread's last publish).
+	Action string `json:"action,omitempty"`
 	// Guessed says Instruction is the email's best candidate text: nothing in it was clearly new
 	// (reply.Result.Guessed). The reply tells the sender so.
 	Guessed bool `json:"guessed,omitempty"`
 }
+
+// Job actions.
+const (
+	ActionEdit    = ""
+	ActionPublish = "publish"
+	ActionUndo    = "undo"
+)
 
 // Attachment is a file sent with an instruction.
 type Attachment struct {

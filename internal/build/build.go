@@ -71,7 +71,9 @@ type Result struct {
 	OutputDir string        // absolute path of the built site
 	Installed bool          // an install step ran
 	Duration  time.Duration // install + build
-	Log       string        // tail of the output
+	// InstallDuration is the install's part of Duration (checks and npm ci/install).
+	InstallDuration time.Duration
+	Log             string // tail of the output
 }
 
 // DefaultEnv is the environment of an install and build without variables passed on purpose:
@@ -110,11 +112,12 @@ func Run(ctx context.Context, dir string, plan Plan, cfg Config) (Result, error)
 
 func run(ctx context.Context, dir string, plan Plan, cfg Config, log *tail, res *Result) error {
 	if plan.Node {
+		start := time.Now()
 		if err := CheckNode(ctx, dir); err != nil {
 			return err
 		}
 		installed, err := install(ctx, dir, cfg, log)
-		res.Installed = installed
+		res.Installed, res.InstallDuration = installed, time.Since(start)
 		if err != nil {
 			return err
 		}

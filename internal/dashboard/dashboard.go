@@ -11,6 +11,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/shots"
 )
 
 // Config configures a Dashboard.
@@ -25,6 +26,8 @@ type Config struct {
 	Local func() []broker.WorkerInfo
 	// Quarantine, when set, shows the mail intake's quarantine (list, release, delete).
 	Quarantine Quarantine
+	// Held, when set, shows the mail held over a sender's limit (list, release, drop).
+	Held Held
 	// Token, when set, is required on every request (Authorization: Bearer, or ?token= once,
 	// which sets an HttpOnly cookie). serve always sets one. Without it only loopback Host
 	// names are served.
@@ -35,6 +38,9 @@ type Config struct {
 	Hosts []string
 	// Notice, when set, is shown at the top of every page (serve's local mail testing mode).
 	Notice string
+	// Pictures, when set, shows each finished job's pictures of its change (before, after,
+	// marked) on its page.
+	Pictures *shots.Store
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -101,6 +107,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /events", d.overviewEvents)
 	mux.HandleFunc("GET /jobs/{id}", d.job)
 	mux.HandleFunc("GET /jobs/{id}/events", d.jobEvents)
+	mux.HandleFunc("GET /jobs/{id}/pictures/{file}", d.picture)
 	mux.HandleFunc("POST /jobs/{id}/interrupt", d.interrupt)
 	mux.HandleFunc("POST /tenants/{project}/{user}/release", d.release)
 	mux.HandleFunc("GET /dead", d.dead)
@@ -109,6 +116,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /quarantine", d.quarantine)
 	mux.HandleFunc("POST /quarantine/{id}/release", d.quarantineRelease)
 	mux.HandleFunc("POST /quarantine/{id}/delete", d.quarantineDelete)
+	mux.HandleFunc("GET /held", d.held)
+	mux.HandleFunc("POST /held/{id}/release", d.heldRelease)
+	mux.HandleFunc("POST /held/{id}/drop", d.heldDrop)
 	mux.HandleFunc("GET /static/{file}", staticFile)
 	return d.secure(mux)
 }

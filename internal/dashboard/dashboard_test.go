@@ -47,7 +47,7 @@ func TestPagesRenderAndEscape(t *testing.T) {
 		t.Fatalf("GET job: %s\n%s", res.Status, body)
 	}
 	for _, want := range []string{"Timeline", "Accepted", "Started", "Finished", "Files changed", "index.html",
-		"&lt;img src=x&gt;.png", "2 files changed", "$0.0123", "0123456789", "thread-t1", "http://edit.site.localhost:8080/",
+		"&lt;img src=x&gt;.png", "2 files changed", "$0.0123", "Model service retries", "2 (waited 3s)", "Check turn", "fixed a miss: made the header green", "0123456789", "thread-t1", "http://edit.site.localhost:8080/",
 		"Summary: did &lt;&lt;script&gt;", "&lt;i&gt;x&lt;/i&gt;", "agent: working on " + rec.Job.ID, "lease token #"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("job page lacks %q", want)

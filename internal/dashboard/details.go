@@ -20,7 +20,7 @@ type stage struct {
 }
 
 // stageOrder is the pipeline's order; unknown stages follow by name.
-var stageOrder = []string{"git", "agent", "build", "deploy", "commit", "push"}
+var stageOrder = []string{"git", "agent", "build", "deploy", "commit", "push", "shots", "check"}
 
 // Stages lists the stage times in pipeline order.
 func (d details) Stages() []stage {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/shots"
 )
 
 // jobData is what a job page shows.
@@ -21,6 +22,8 @@ type jobData struct {
 	// output streams in).
 	ShowOutput bool
 	Output     []string
+	// Pictures are the pictures of a finished job's change; nil when there are none.
+	Pictures *shots.Report
 }
 
 // step is one entry of the job's timeline.
@@ -84,6 +87,9 @@ func (d *Dashboard) loadJob(ctx context.Context, id string) (jobData, error) {
 	j := jobData{Rec: rec}
 	if rec.Result != nil {
 		j.Details = details{rec.Result.Report}
+	}
+	if rec.State.Final() {
+		j.Pictures = d.pictures(id)
 	}
 	if rec.State == broker.StateQueued || rec.State == broker.StateClaimed {
 		if l, err := d.b.Leases.Get(ctx, rec.Job.Tenant); err == nil {

@@ -36,7 +36,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"overview", "job", "dead", "quarantine", "problem"}
+var pageNames = []string{"overview", "job", "dead", "quarantine", "held", "problem"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}

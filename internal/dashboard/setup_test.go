@@ -41,6 +41,7 @@ type options struct {
 	token       string
 	maxAttempts int
 	quarantine  dashboard.Quarantine
+	held        dashboard.Held
 }
 
 func setup(t *testing.T, opts options) *fixture {
@@ -51,7 +52,7 @@ func setup(t *testing.T, opts options) *fixture {
 	f.startRouter()
 	pool := f.startPool(opts.maxAttempts)
 	d, err := dashboard.New(dashboard.Config{Backend: f.env.Backend, Router: f.router, Live: f.hub,
-		Local: pool.Status, Token: opts.token, Quarantine: opts.quarantine, Logger: testLogger(t)})
+		Local: pool.Status, Token: opts.token, Quarantine: opts.quarantine, Held: opts.held, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +130,9 @@ func outcome(task worker.Task) worker.Outcome {
 		Commit:       "0123456789abcdef0123456789abcdef01234567",
 		AgentCostUSD: 0.0123,
 		AgentTurns:   4,
+		ModelRetries: 2,
+		ModelWait:    3 * time.Second,
+		Check:        &broker.Check{Pictures: 2, Changed: true, Summary: "made the header green"},
 		StagesMs:     map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
 	}}
 }

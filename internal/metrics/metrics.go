@@ -39,11 +39,13 @@ var (
 	Pending = gauge("webordinary_pending_jobs", "Jobs accepted and not yet finished, all tenants together.")
 	// TenantsWaiting is the number of tenants with pending jobs and no owner.
 	TenantsWaiting = gauge("webordinary_tenants_waiting", "Tenants with pending jobs and no owner.")
-	// MailIn counts inbound messages by decision: run, ignore, refuse, retry, quarantine.
+	// MailIn counts inbound messages by decision: run, hold, ignore, refuse, retry, quarantine.
 	MailIn = counterVec("webordinary_mail_in_total", "Inbound email, by decision.", "decision")
 	// MailQuarantined counts inbound messages set aside in the spool's quarantine, by kind:
 	// rejected (unparseable or over the parse budget), unreadable (a broken spool entry).
 	MailQuarantined = counterVec("webordinary_mail_quarantined_total", "Inbound email set aside in the quarantine, by kind.", "kind")
+	// MailHeld counts inbound messages held because their sender was over a limit.
+	MailHeld = counter("webordinary_mail_held_total", "Inbound email held because its sender was over a limit (released or dropped by an operator).")
 	// MailOut counts replies by outcome: queued, sent, failed.
 	MailOut = counterVec("webordinary_mail_out_total", "Outbound replies, by outcome.", "outcome")
 	// AgentCost is the agents' reported spend.

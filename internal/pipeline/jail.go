@@ -41,6 +41,16 @@ func (r *run) jail(offline bool) *sandbox.Jail {
 	})
 }
 
+// agentJail is the agent's jail: the job's, and the check turn's pictures read-only.
+func (r *run) agentJail() *sandbox.Jail {
+	spec := sandbox.Spec{Writable: []string{r.ws.Dir, r.agentDir(), r.homeDir()},
+		ReadOnly: []string{filepath.Join(r.ws.Dir, ".git")}}
+	if r.pictures != "" {
+		spec.ReadOnly = append(spec.ReadOnly, r.pictures)
+	}
+	return r.p.cfg.Sandbox.Jail(spec)
+}
+
 // vars are the variables passed on purpose: global, then the project's (which win).
 func (r *run) vars() []jobenv.Var {
 	proj, _ := jobenv.Parse(r.proj.Env) // validated when the project was saved

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,13 +9,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
+	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
 )
@@ -29,19 +34,59 @@ type Config struct {
 	State string
 	// Preview publishes built sites.
 	Preview preview.Target
+	// Production publishes a project's live site ("publish" and "undo" jobs). Default:
+	// Preview, when it implements preview.Production.
+	Production preview.Production
 	// BuildTimeout bounds install + build. Default 10m.
 	BuildTimeout time.Duration
+	// ModelRetryBudget bounds the waiting for a model service that turned the agent away
+	// (HTTP 429/529, overloaded, unreachable): the agent is run again after the delay the
+	// service asked for (else a backoff from ModelRetryBackoff, doubling, at most a minute)
+	// while the waits so far plus the next fit in it; then the job fails for good and the
+	// owner is told the model service was unavailable. Default DefaultModelRetryBudget;
+	// negative: no retries.
+	ModelRetryBudget time.Duration
+	// ModelRetryBackoff is the first wait when the service named no delay. Default
+	// DefaultModelRetryBackoff.
+	ModelRetryBackoff time.Duration
+	// ClaudeLogin is a Claude Code config directory holding a subscription login (`claude
+	// /login`); when set, every claude agent gets a read-only copy of its access token in its
+	// own config directory before each run (agent.ShareClaudeLogin), never the refresh token
+	// and nothing else of the platform's. An expired login fails the job for good (the
+	// operator is told).
+	ClaudeLogin string
+	// AgentBaseURL is the model API endpoint for projects that set none
+	// (project.AgentSpec.BaseURL; agent.Spec.BaseURL). Empty: the vendors'.
+	AgentBaseURL string
 	// Live, when set, receives a job's agent and build output as it happens.
 	Live func(jobID string) io.Writer
 	// Sandbox runs the agent, install and build of every job (nil or inactive: unsandboxed).
 	Sandbox *sandbox.Sandbox
 	// JobEnv are variables passed on purpose to every job's agent and build (--job-env).
 	JobEnv []jobenv.Var
+	// Shots, when set, takes pictures of the pages each job changed after its push, if
+	// Preview can read versions back (preview.Versions). Their failure never fails the job.
+	Shots *shots.Shooter
+	// States, when set, carries each tenant's agent state (agent/ and home/ under State)
+	// through the engine: restored on the first job after a claim when the local copy is
+	// missing or stale, saved after every job the agent ran in. Nil: it stays on this machine.
+	States *agentstate.Store
 	Logger *slog.Logger
 }
 
+// Defaults of Config's fields.
+const (
+	DefaultModelRetryBudget  = 10 * time.Minute
+	DefaultModelRetryBackoff = 5 * time.Second
+)
+
 // Pipeline implements worker.Processor.
-type Pipeline struct{ cfg Config }
+type Pipeline struct {
+	cfg Config
+
+	mu      sync.Mutex
+	checked map[tenant.ID]uint64 // the lease token under which each tenant's state was last restored
+}
 
 var _ worker.Processor = (*Pipeline)(nil)
 
@@ -58,12 +103,18 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ModelRetryBudget == 0 {
+		cfg.ModelRetryBudget = DefaultModelRetryBudget
+	}
+	if cfg.ModelRetryBackoff <= 0 {
+		cfg.ModelRetryBackoff = DefaultModelRetryBackoff
+	}
 	for _, d := range []string{cfg.Workspaces, cfg.State} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("pipeline: %w", err)
 		}
 	}
-	return &Pipeline{cfg: cfg}, nil
+	return &Pipeline{cfg: cfg, checked: map[tenant.ID]uint64{}}, nil
 }
 
 // Process runs one job through the pipeline.
@@ -72,7 +123,9 @@ func (p *Pipeline) Process(ctx context.Context, task worker.Task) (worker.Outcom
 	if err != nil {
 		return worker.Outcome{Summary: err.Error()}, err
 	}
-	return r.execute(ctx)
+	out, err := r.execute(ctx)
+	r.saveState(ctx)
+	return out, err
 }
 
 func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
@@ -107,9 +160,10 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 }
 
 // agentSpec turns the project's agent settings into the agent package's spec.
-func agentSpec(a project.AgentSpec) agent.Spec {
+// agentSpec is a project's agent; baseURL is the endpoint when the project names none.
+func agentSpec(a project.AgentSpec, baseURL string) agent.Spec {
 	return agent.Spec{Kind: a.Kind, Command: a.Command, Model: a.Model, MaxTurns: a.MaxTurns,
-		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput}
+		MaxBudgetUSD: a.MaxBudgetUSD, WallClock: a.WallClock, NoOutput: a.NoOutput, BaseURL: cmp.Or(a.BaseURL, baseURL)}
 }
 
 // permanentIf marks err permanent when it is one of the errors retrying cannot fix; anything

@@ -35,15 +35,28 @@ func TestMain(m *testing.M) {
 // fixture is a pipeline on a real engine, a bare origin repository, the fake claude agent
 // and a preview server.
 type fixture struct {
-	t       testing.TB
-	p       *pipeline.Pipeline
-	origin  string
-	preview *httptest.Server
-	threads *project.Threads
-	proj    project.Project
+	t        testing.TB
+	p        *pipeline.Pipeline
+	origin   string
+	preview  *httptest.Server
+	threads  *project.Threads
+	projects *project.Store
+	proj     project.Project
+	b        *broker.Backend
+	dir      string
+	env      *natsjstest.Env
+	target   preview.Target
 }
 
+// pipelineConfig is what setupConfig's last argument may change.
+type pipelineConfig = pipeline.Config
+
 func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *fixture {
+	t.Helper()
+	return setupConfig(t, files, mod, nil)
+}
+
+func setupConfig(t testing.TB, files map[string]string, mod func(*project.Project), cfgMod func(*pipelineConfig)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
@@ -53,7 +66,7 @@ func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *f
 	}
 	threads, _ := project.OpenThreads(ctx, env.Backend)
 	dir := t.TempDir()
-	f := &fixture{t: t, threads: threads, origin: newOrigin(t, dir, files)}
+	f := &fixture{t: t, threads: threads, projects: projects, b: env.Backend, dir: dir, origin: newOrigin(t, dir, files), env: env}
 	previews := filepath.Join(dir, "previews")
 	srv, err := preview.NewServer(preview.ServerConfig{Root: previews})
 	if err != nil {
@@ -65,6 +78,7 @@ func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *f
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.target = target
 	p := project.Project{ID: "site", RepoURL: f.origin, Agent: project.AgentSpec{Kind: "claude", Command: agenttest.BuildFakeClaude(t)}}
 	if mod != nil {
 		mod(&p)
@@ -72,8 +86,12 @@ func setup(t testing.TB, files map[string]string, mod func(*project.Project)) *f
 	if f.proj, err = projects.Put(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	f.p, err = pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: filepath.Join(dir, "ws"),
-		State: filepath.Join(dir, "state"), Preview: target})
+	cfg := pipeline.Config{Projects: projects, Threads: threads, Workspaces: filepath.Join(dir, "ws"),
+		State: filepath.Join(dir, "state"), Preview: target}
+	if cfgMod != nil {
+		cfgMod(&cfg)
+	}
+	f.p, err = pipeline.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +187,8 @@ func TestFirstJobThenFollowUpResumesSession(t *testing.T) {
 		t.Fatalf("thread preview: %d %q", code, body)
 	}
 	th, _ := f.threads.Get(context.Background(), "t1")
-	if th.Session == "" {
-		t.Fatal("no agent session stored on the thread")
+	if th.Session == "" || out.Report.AgentSession != th.Session {
+		t.Fatalf("agent session: thread %q, result %q", th.Session, out.Report.AgentSession)
 	}
 	out2, err := f.run(task("t1", "append about.html: <p>Since 1999</p>"))
 	if err != nil {
@@ -371,7 +389,7 @@ func TestNoChangesNoCommit(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

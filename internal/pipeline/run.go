@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
 )
@@ -34,14 +35,29 @@ type run struct {
 	base        string            // the branch head the job started from
 	beforeTurn  map[string]string // the changed files before a repair turn (see stageWork)
 	attachments []string
+	continues   []string // the thread's interrupted jobs this job's agent was told about
 	agentRes    agent.Result
-	buildRes    build.Result
-	deploy      preview.Deployment
+	// modelRetries and modelWait count the agent runs repeated because the model service
+	// turned them away, and the waiting; modelGaveUp: the retry budget ran out.
+	modelRetries int
+	modelWait    time.Duration
+	modelGaveUp  bool
+	buildRes     build.Result
+	deploy       preview.Deployment
+	warm         *shots.Warm // the browser for the pictures, started before the build
+	pictures     string      // the check turn's pictures, readable by the agent (see check.go)
+	check        *broker.Check
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
+	switch r.task.Job.Action {
+	case broker.ActionPublish:
+		return r.publishLive(ctx)
+	case broker.ActionUndo:
+		return r.undoLive(ctx)
+	}
 	if err := r.stage("git", func() error { return r.prepare(ctx) }); err != nil {
-		return r.outcome(""), err
+		return r.stopped(ctx, err)
 	}
 	if sha, _ := r.ws.FindTrailer(ctx, "HEAD", "Command-Id", r.task.Job.ID); sha != "" {
 		return r.resend(ctx, sha)
@@ -49,16 +65,22 @@ func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
 	if err := r.saveAttachments(); err != nil {
 		return r.outcome(""), fmt.Errorf("%w: %w", worker.ErrPermanent, err)
 	}
+	if err := r.restoreState(ctx); err != nil {
+		return r.outcome(""), err
+	}
 	if err := r.own(); err != nil {
 		return r.outcome(""), err
 	}
 	if err := r.runAgent(ctx, r.prompt()); err != nil {
 		return r.stopped(ctx, err)
 	}
+	r.handedOverDone(ctx)
 	dirty, err := r.dirty(ctx)
 	if err != nil || !dirty {
 		return r.noChanges(), err
 	}
+	r.warm = r.p.cfg.Shots.Warm(ctx) // the pictures' browser starts while the site builds
+	defer r.warm.Close()
 	if err := r.buildWithRepair(ctx); err != nil {
 		return r.stopped(ctx, err)
 	}
@@ -95,31 +117,6 @@ func (r *run) stopped(ctx context.Context, err error) (worker.Outcome, error) {
 	return r.outcome(""), err
 }
 
-// interrupted commits and pushes what the agent did before it was stopped.
-func (r *run) interrupted(ctx context.Context) (worker.Outcome, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	msg := "Interrupted: " + firstLine(r.task.Job.Instruction) + "\n\nA newer instruction took over; this is the partial work."
-	sha, committed, err := r.ws.Commit(cctx, msg, r.author(), r.trailers())
-	if err == nil && !committed {
-		sha, _ = r.ws.Head(cctx)
-		committed = sha != r.base // committed earlier in this run, not pushed yet
-	}
-	if err == nil && committed {
-		err = r.push(cctx)
-	}
-	out := r.outcome(sha)
-	out.Report.Interrupted = true
-	out.Summary = "Interrupted by a newer instruction; partial work committed on " + r.thread.Branch + "."
-	if !committed {
-		out.Summary = "Interrupted by a newer instruction before anything changed."
-	}
-	if err != nil {
-		r.log.WarnContext(ctx, "commit partial work of an interrupted job", slog.Any("err", err))
-	}
-	return out, worker.ErrInterrupted
-}
-
 // publish deploys, commits and pushes, checking the lease before each irreversible step.
 func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	if err := r.task.CheckLease(ctx); err != nil {
@@ -127,6 +124,11 @@ func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	}
 	if err := r.stage("deploy", func() error { return r.deployPreview(ctx) }); err != nil {
 		return r.outcome(""), err
+	}
+	if r.proj.CheckTurn {
+		if err := r.lookAgain(ctx); err != nil {
+			return r.outcome(""), err
+		}
 	}
 	var sha string
 	err := r.stage("commit", func() (err error) {
@@ -141,6 +143,9 @@ func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	}
 	if err := r.stage("push", func() error { return r.push(ctx) }); err != nil {
 		return r.outcome(sha), err
+	}
+	if !r.proj.CheckTurn { // else taken before the commit, for the check turn
+		r.stage("shots", func() error { r.takeShots(ctx, sha); return nil })
 	}
 	return r.outcome(sha), nil
 }
@@ -242,7 +247,8 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 // outcome reports what the run did so far.
 func (r *run) outcome(sha string) worker.Outcome {
 	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
-		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs}
+		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
+		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check}
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat
@@ -255,6 +261,9 @@ func (r *run) outcome(sha string) worker.Outcome {
 		rep.BuildLogTail = tailString(r.buildRes.Log, 2000)
 	}
 	summary := strings.TrimSpace(r.agentRes.Summary)
+	if c := r.check; c != nil && c.Changed {
+		summary = strings.TrimSpace(summary + "\n\n" + checkedLine(c.Summary))
+	}
 	return worker.Outcome{Summary: summary, OutputTail: r.agentRes.OutputTail, Report: rep}
 }
 

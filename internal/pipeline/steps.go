@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/build"
@@ -24,6 +26,7 @@ const systemPrompt = `You are editing a website's git repository for its owner, 
 
 func (r *run) prompt() string {
 	var b strings.Builder
+	b.WriteString(r.handedOver())
 	b.WriteString(r.task.Job.Instruction)
 	if len(r.attachments) > 0 {
 		b.WriteString("\n\nAttached files (already saved in the repository):\n")
@@ -45,17 +48,29 @@ func (r *run) system() string {
 // runAgent runs the project's agent, continuing the thread's session, and stores the
 // session for the thread's next job. A failed run is an error (retried by the worker).
 func (r *run) runAgent(ctx context.Context, prompt string) error {
-	spec := agentSpec(r.proj.Agent)
+	return r.runAgentStage(ctx, "agent", prompt)
+}
+
+// runAgentStage is runAgent timed as the named stage.
+func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
+	r.modelGaveUp = false // an earlier turn's (the check turn's) giving up is not this one's
+	spec := agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL)
 	req := agent.Request{Dir: r.ws.Dir, Prompt: prompt, SystemPrompt: r.system(),
 		Session: r.thread.Session, Resume: r.thread.Session != "" && r.thread.Agent == spec.Kind,
 		ConfigDir: r.agentDir(), Home: r.homeDir(), Env: append(r.agentVars(), r.agentEnv()...), Output: r.output(),
-		Jail: r.jail(false)}
+		Jail: r.agentJail()}
+	if r.pictures != "" {
+		req.ReadDirs = []string{r.pictures}
+	}
 	if !req.Resume {
 		req.Session = ""
 	}
+	if err := r.shareLogin(spec); err != nil {
+		return fmt.Errorf("%w: model service: %w", worker.ErrPermanent, err)
+	}
 	var res agent.Result
-	err := r.stage("agent", func() (err error) {
-		res, err = agent.Run(ctx, spec, req)
+	err := r.stage(stage, func() (err error) {
+		res, err = r.runAgentRetrying(ctx, spec, req)
 		return err
 	})
 	r.agentRes = mergeAgent(r.agentRes, res)
@@ -71,10 +86,69 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 		return context.Cause(ctx)
 	case res.TimedOut != "":
 		return fmt.Errorf("the agent was stopped by its %s limit: %s", res.TimedOut, res.Error)
+	case r.modelGaveUp:
+		return fmt.Errorf("%w: the model service was unavailable: the agent was turned away %d times over %s (retry budget %s): %s",
+			worker.ErrPermanent, r.modelRetries+1, r.modelWait.Round(time.Second), r.p.cfg.ModelRetryBudget, res.Error)
 	case !res.OK:
 		return fmt.Errorf("the agent did not succeed: %s", res.Error)
 	}
 	return nil
+}
+
+// runAgentRetrying runs the agent; a run the model service turned away (agent.Result.ModelBusy)
+// is run again, the same way, after the delay the service asked for (else a doubling backoff),
+// while all the waiting fits in Config.ModelRetryBudget. Then r.modelGaveUp is set. The lease
+// is heartbeated meanwhile (the job is running); an interrupt ends the wait.
+func (r *run) runAgentRetrying(ctx context.Context, spec agent.Spec, req agent.Request) (agent.Result, error) {
+	backoff := r.p.cfg.ModelRetryBackoff
+	for {
+		res, err := agent.Run(ctx, spec, req)
+		after, busy := res.ModelBusy()
+		if err != nil || !busy || ctx.Err() != nil {
+			return res, err
+		}
+		wait := after
+		if wait <= 0 {
+			wait, backoff = backoff, min(2*backoff, time.Minute)
+		}
+		if r.modelWait+wait > r.p.cfg.ModelRetryBudget {
+			r.modelGaveUp = true
+			r.log.WarnContext(ctx, "model service unavailable; giving up", slog.Int("retries", r.modelRetries),
+				slog.Duration("waited", r.modelWait), slog.Duration("next", wait), slog.String("error", res.Error))
+			return res, nil
+		}
+		r.log.InfoContext(ctx, "model service turned the agent away; running it again", slog.Duration("after", wait),
+			slog.Int("retry", r.modelRetries+1), slog.String("error", res.Error))
+		if !sleepCtx(ctx, wait) {
+			return res, nil
+		}
+		r.modelWait += wait
+		r.modelRetries++
+	}
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// shareLogin gives a claude agent the shared subscription login (Config.ClaudeLogin), owned by
+// the job's user so that the sandboxed agent can read it.
+func (r *run) shareLogin(spec agent.Spec) error {
+	if spec.Kind != agent.KindClaude || r.p.cfg.ClaudeLogin == "" {
+		return nil
+	}
+	if err := agent.ShareClaudeLogin(r.p.cfg.ClaudeLogin, r.agentDir(), time.Now()); err != nil {
+		return err
+	}
+	return r.p.cfg.Sandbox.Own(r.agentDir())
 }
 
 // mergeAgent adds a repair turn's figures to the first run's.
@@ -120,6 +194,7 @@ func (r *run) buildWithRepair(ctx context.Context) error {
 			r.buildRes, err = build.Run(ctx, r.ws.Dir, plan, cfg)
 			return err
 		})
+		r.splitInstall()
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
@@ -257,5 +332,14 @@ func uniqueName(dir, name string) string {
 			return name
 		}
 		name = fmt.Sprintf("%s-%d%s", base, i, ext)
+	}
+}
+
+// splitInstall moves the install's part of the last build out of the "build" stage into an
+// "install" stage, so stage times show them apart.
+func (r *run) splitInstall() {
+	if ms := r.buildRes.InstallDuration.Milliseconds(); ms > 0 {
+		r.stages["install"] += ms
+		r.stages["build"] -= ms
 	}
 }

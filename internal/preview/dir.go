@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // DirConfig configures a Dir.
@@ -26,6 +28,8 @@ type DirConfig struct {
 	// URLs, when set, replaces URLs(site, Port, Domain) in each Deployment (for example to
 	// report https addresses behind a proxy).
 	URLs func(Site) []string
+	// LiveURL, when set, replaces LiveURL(project, Port, Domain) for production deploys.
+	LiveURL func(project string) string
 	// Keep is how many versions of each thread survive pruning, the live one included.
 	// Default 3. A request in flight on a pruned version is retried on the live one by Server.
 	Keep int
@@ -39,6 +43,9 @@ func (c DirConfig) withDefaults() DirConfig {
 	}
 	if c.URLs == nil {
 		c.URLs = func(s Site) []string { return URLs(s, c.Port, c.Domain) }
+	}
+	if c.LiveURL == nil {
+		c.LiveURL = func(p string) string { return LiveURL(p, c.Port, c.Domain) }
 	}
 	if c.Keep == 0 {
 		c.Keep = 3
@@ -105,7 +112,7 @@ func (d *Dir) Deploy(ctx context.Context, site Site, dir string) (Deployment, er
 		return Deployment{}, err
 	}
 	defer unlock()
-	dep, err := d.deploy(ctx, site, dir)
+	dep, err := d.deploy(ctx, site, dir, true)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return Deployment{}, ctxErr
@@ -117,18 +124,23 @@ func (d *Dir) Deploy(ctx context.Context, site Site, dir string) (Deployment, er
 	return dep, nil
 }
 
-// deploy runs the steps of one deploy; the caller holds the thread's lock.
-func (d *Dir) deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
+// deploy runs the steps of one deploy, switching the project's latest too when latest is
+// set; the caller holds the thread's lock.
+func (d *Dir) deploy(ctx context.Context, site Site, dir string, latest bool) (Deployment, error) {
 	m, dep, err := d.build(ctx, site, dir)
 	if err != nil {
 		return Deployment{}, err
 	}
-	dep.Deleted = countMissing(d.previous(ctx, site), m)
+	prev, prevID := d.previous(ctx, site)
+	dep.Deleted, dep.Previous = countMissing(prev, m), Ref{Thread: site.Thread, Version: prevID}
+	if prevID == "" {
+		dep.Previous = d.latestRef(site.Project)
+	}
 	n, err := d.commit(site, m)
 	if err != nil {
 		return Deployment{}, err
 	}
-	if err := d.publish(ctx, site, n); err != nil {
+	if err := d.publish(ctx, site, n, latest); err != nil {
 		return Deployment{}, err
 	}
 	d.prune(ctx, site)
@@ -157,19 +169,34 @@ func (d *Dir) donor(site Site) string {
 	return filepath.Join(threadDirOf(target), blobsDir)
 }
 
-// previous returns the live manifest of site; empty if there is none or it is unreadable.
-func (d *Dir) previous(ctx context.Context, site Site) manifest {
+// previous returns the live manifest of site and its version id; empty if there is none or
+// it is unreadable.
+func (d *Dir) previous(ctx context.Context, site Site) (manifest, string) {
 	target, err := resolveLink(d.layout.current(site))
 	if err == nil {
 		var m manifest
 		if m, err = d.cache.load(target); err == nil {
-			return m
+			n, _ := versionOf(target)
+			return m, strconv.Itoa(n)
 		}
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		d.cfg.Logger.WarnContext(ctx, "preview: ignoring unreadable live version", siteAttrs(site), slog.Any("error", err))
 	}
-	return manifest{}
+	return manifest{}, ""
+}
+
+// latestRef names the version the project's latest shows; zero if none.
+func (d *Dir) latestRef(project string) Ref {
+	target, err := resolveLink(d.layout.latest(project))
+	if err != nil {
+		return Ref{}
+	}
+	n, ok := versionOf(target)
+	if !ok {
+		return Ref{}
+	}
+	return Ref{Thread: filepath.Base(threadDirOf(target)), Version: strconv.Itoa(n)}
 }
 
 // countMissing counts the files of prev absent from next.
@@ -221,7 +248,7 @@ func (d *Dir) nextVersion(site Site) (int, error) {
 
 // publish switches the thread's current and the project's latest to version n. Switches are
 // serialized per project so latest always ends on the last version published.
-func (d *Dir) publish(ctx context.Context, site Site, n int) (err error) {
+func (d *Dir) publish(ctx context.Context, site Site, n int, latest bool) (err error) {
 	unlock, err := d.lock(ctx, "project "+site.Project)
 	if err != nil {
 		os.Remove(d.layout.manifest(site, n))
@@ -231,6 +258,9 @@ func (d *Dir) publish(ctx context.Context, site Site, n int) (err error) {
 	if err := swapLink(d.layout.current(site), currentTarget(n)); err != nil {
 		os.Remove(d.layout.manifest(site, n))
 		return err
+	}
+	if !latest {
+		return nil
 	}
 	if err := swapLink(d.layout.latest(site.Project), latestTarget(site, n)); err != nil {
 		return fmt.Errorf("thread preview is live but the project's latest was not switched: %w", err)
@@ -264,4 +294,32 @@ func (d *Dir) logDeploy(ctx context.Context, site Site, dep Deployment) {
 
 func siteAttrs(s Site) slog.Attr {
 	return slog.Group("site", slog.String("project", s.Project), slog.String("thread", s.Thread))
+}
+
+var _ Production = (*Dir)(nil)
+
+// DeployProduction implements Production: the project's live site is kept like a thread's
+// versions, in <root>/<project>/threads/_live (never a valid thread name), and switched by
+// renaming its current symlink; the project's latest preview is left alone.
+func (d *Dir) DeployProduction(ctx context.Context, project, dir string) (Deployment, error) {
+	start := time.Now()
+	if err := tenant.ValidatePart("project", project); err != nil {
+		return Deployment{}, err
+	}
+	site := Site{Project: project, Thread: liveSlot}
+	unlock, err := d.lock(ctx, "thread "+site.String())
+	if err != nil {
+		return Deployment{}, err
+	}
+	defer unlock()
+	dep, err := d.deploy(ctx, site, dir, false)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Deployment{}, ctxErr
+		}
+		return Deployment{}, fmt.Errorf("deploy %s live: %w", project, err)
+	}
+	dep.URLs, dep.Duration = []string{d.cfg.LiveURL(project)}, time.Since(start)
+	d.logDeploy(ctx, site, dep)
+	return dep, nil
 }

@@ -18,6 +18,8 @@ const (
 	latestName  = "latest"
 	manifestExt = ".json" // versions/<n>.json: the manifest of version n
 	tmpExt      = ".tmp"  // a file being written; renamed into place when complete
+	// liveSlot is the thread directory of a project's live site: never a valid thread name.
+	liveSlot = "_live"
 )
 
 // layout computes the paths under one root. Names must be validated before use.

@@ -3,7 +3,6 @@ package preview
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -83,23 +82,23 @@ func versionFor(m Manifest, open BlobOpener, thread, id string) version {
 	return version{man: m, blobs: blobOpener(open), thread: thread, id: id}
 }
 
-// HostSite names the preview a Host header addresses under domain: edit.<project>.<domain>
-// is the project's latest (Thread is ""), <thread>.edit.<project>.<domain> a thread's. A port
-// is ignored. The error explains the expected forms; for a bad name it matches
-// tenant.ErrInvalid.
-func HostSite(host, domain string) (Site, error) {
-	p, err := previewAt(host, normalDomain(domain))
+// HostSite names the site a Host header addresses under domain: edit.<project>.<domain> is
+// the project's latest preview (Thread is ""), <thread>.edit.<project>.<domain> a thread's,
+// and <project>.<domain> the project's live site (live is true, Thread ""). A port is
+// ignored. The error explains the expected forms; for a bad name it matches tenant.ErrInvalid.
+func HostSite(host, domain string) (site Site, live bool, err error) {
+	p, err := parseHost(host, normalDomain(domain))
 	if err != nil {
-		return Site{}, err
+		return Site{}, false, err
 	}
-	return Site{Project: p.project, Thread: p.thread}, nil
+	return Site{Project: p.project, Thread: p.thread}, p.live, nil
 }
 
-// ErrNoVersion is returned by stores whose site has no published version yet.
-var ErrNoVersion = errors.New("no version published yet")
-
-// MissingText is the 404 text for a site without a version (Thread "" is the project's latest).
-func MissingText(s Site) string { return preview{project: s.Project, thread: s.Thread}.missing() }
+// MissingText is the 404 text for a site without a version (Thread "" is the project's
+// latest; live is the project's live site).
+func MissingText(s Site, live bool) string {
+	return preview{project: s.Project, thread: s.Thread, live: live}.missing()
+}
 
 // normalDomain lowercases domain and trims dots; empty is "localhost".
 func normalDomain(domain string) string {
@@ -108,4 +107,10 @@ func normalDomain(domain string) string {
 		return "localhost"
 	}
 	return d
+}
+
+// NewVersion is the Version of m for a store outside this package (its Versions): open reads
+// the blobs, thread and id fill the headers and ID. Close releases nothing.
+func NewVersion(m Manifest, open BlobOpener, thread, id string) *Version {
+	return &Version{v: versionFor(m, open, thread, id)}
 }

@@ -38,12 +38,25 @@ func (s Site) String() string { return s.Project + "/" + s.Thread }
 type Deployment struct {
 	URLs      []string      // thread URL first, then the project's latest URL
 	Version   string        // the deployed version id, unique within the thread
+	Previous  Ref           // what the owner saw before: see Ref
 	Written   int           // files whose bytes were written: new or changed content
 	Unchanged int           // files hard-linked from the previous version (same sha256)
 	Deleted   int           // files of the previous version absent from this one
 	Bytes     int64         // bytes written
 	Duration  time.Duration // wall time of the whole deploy
 }
+
+// Ref names one version of one thread of a deployment's project. A Deployment's Previous is
+// the version live at the thread's URL before the deploy or, for a thread's first deploy, the
+// one the project's latest URL showed (another thread's): the site as its owner last saw it.
+// Zero when the project had no preview yet.
+type Ref struct {
+	Thread  string
+	Version string
+}
+
+// IsZero reports whether r names no version.
+func (r Ref) IsZero() bool { return r.Version == "" }
 
 // Target publishes built sites.
 type Target interface {
@@ -57,6 +70,27 @@ type Target interface {
 	// are all unchanged. An invalid site name fails with an error matching tenant.ErrInvalid;
 	// a tree Deploy refuses to publish fails with ErrUnsafeSource.
 	Deploy(ctx context.Context, site Site, dir string) (Deployment, error)
+}
+
+// Production publishes a project's live site.
+type Production interface {
+	// DeployProduction publishes dir as project's live site with the same guarantees as
+	// Target.Deploy (atomic switch, concurrent deploys serialized, ctx bounds the wait), and
+	// reports the live URL as the Deployment's only URL. Previews are not touched.
+	DeployProduction(ctx context.Context, project, dir string) (Deployment, error)
+}
+
+// LiveURL returns the address of project's live site: http://<project>.<domain>:<port>/ (an
+// empty domain means "localhost", port 0 leaves the port out).
+func LiveURL(project string, port int, domain string) string {
+	if domain == "" {
+		domain = "localhost"
+	}
+	host := project + "." + domain
+	if port != 0 {
+		host += ":" + strconv.Itoa(port)
+	}
+	return "http://" + host + "/"
 }
 
 // URLs returns the preview addresses of site: http://<thread>.edit.<project>.<domain>:<port>/

@@ -82,11 +82,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serve(w, r, p)
 }
 
-// preview is the site a request names: a thread's, or (thread == "") a project's latest.
-type preview struct{ project, thread string }
+// preview is the site a request names: a thread's, or (thread == "") a project's latest, or
+// (live) the project's production site.
+type preview struct {
+	project, thread string
+	live            bool
+}
 
 // link returns the symlink naming the preview's live version.
 func (s *Server) link(p preview) string {
+	if p.live {
+		return s.layout.current(Site{Project: p.project, Thread: liveSlot})
+	}
 	if p.thread == "" {
 		return s.layout.latest(p.project)
 	}
@@ -95,22 +102,28 @@ func (s *Server) link(p preview) string {
 
 // missing explains a preview that has no version yet.
 func (p preview) missing() string {
+	if p.live {
+		return fmt.Sprintf("project %q is not live yet: its site appears here after its first publish", p.project)
+	}
 	if p.thread == "" {
 		return fmt.Sprintf("no preview for project %q yet: it appears after the project's first deploy", p.project)
 	}
 	return fmt.Sprintf("no preview for thread %q of project %q yet: it appears after the thread's first deploy", p.thread, p.project)
 }
 
-// previewFor parses a Host header: edit.<project>.<domain> or <thread>.edit.<project>.<domain>.
-func (s *Server) previewFor(host string) (preview, error) { return previewAt(host, s.cfg.Domain) }
+// previewFor parses a Host header: <project>.<domain> (the live site), edit.<project>.<domain>
+// or <thread>.edit.<project>.<domain>.
+func (s *Server) previewFor(host string) (preview, error) { return parseHost(host, s.cfg.Domain) }
 
-// previewAt parses a Host header for the normalized domain (lowercase, no outer dots).
-func previewAt(host, domain string) (preview, error) {
+// parseHost is previewFor with the domain given.
+func parseHost(host, domain string) (preview, error) {
 	name := strings.TrimSuffix(strings.ToLower(stripPort(host)), ".")
 	rest, ok := strings.CutSuffix(name, "."+domain)
 	labels := strings.Split(rest, ".")
 	var p preview
 	switch {
+	case ok && len(labels) == 1:
+		p = preview{project: labels[0], live: true}
 	case ok && len(labels) == 2 && labels[0] == "edit":
 		p = preview{project: labels[1]}
 	case ok && len(labels) == 3 && labels[1] == "edit":

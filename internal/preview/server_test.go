@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,7 +50,8 @@ func TestServerHosts(t *testing.T) {
 		{e, "EDIT.Acme.LOCALHOST.", 200, "<h1>home</h1>"},
 		{e, "edit.other.localhost", 404, `no preview for project "other" yet`},
 		{e, "t2.edit.acme.localhost", 404, `no preview for thread "t2" of project "acme" yet`},
-		{e, "acme.localhost", 404, "use edit.<project>.localhost"},
+		{e, "acme.localhost", 404, `project "acme" is not live yet`},
+		{e, "a.b.localhost", 404, "use edit.<project>.localhost"},
 		{e, "x.y.edit.acme.localhost", 404, "no preview at host"},
 		{e, "t1.view.acme.localhost", 404, "no preview at host"},
 		{e, "edit.acme.example.com", 404, "no preview at host"},
@@ -67,6 +69,38 @@ func TestServerHosts(t *testing.T) {
 		if got := r.header.Get("Cache-Control"); got != "no-cache" {
 			t.Errorf("Host %q: Cache-Control %q, want no-cache", tt.host, got)
 		}
+	}
+}
+
+// TestProductionDeploy: a production deploy is served on <project>.<domain> and switched
+// atomically like previews; it touches neither the project's latest nor a thread's preview.
+func TestProductionDeploy(t *testing.T) {
+	t.Parallel()
+	e := setupSite(t, DirConfig{Port: 8080})
+	live := t.TempDir()
+	writeTree(t, live, map[string]string{"index.html": "<h1>live</h1>"})
+	dep, err := e.dir.DeployProduction(context.Background(), "acme", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dep.URLs) != 1 || dep.URLs[0] != "http://acme.localhost:8080/" {
+		t.Fatalf("live URLs %v", dep.URLs)
+	}
+	for host, want := range map[string]string{"acme.localhost": "<h1>live</h1>", "edit.acme.localhost": "<h1>home</h1>",
+		"t1.edit.acme.localhost": "<h1>home</h1>"} {
+		if r := e.get(host, "/"); r.status != 200 || !strings.Contains(r.body, want) {
+			t.Errorf("%s: %d %q, want %q", host, r.status, r.body, want)
+		}
+	}
+	writeTree(t, live, map[string]string{"index.html": "<h1>live 2</h1>"})
+	if _, err := e.dir.DeployProduction(context.Background(), "acme", live); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.get("acme.localhost", "/"); !strings.Contains(r.body, "live 2") {
+		t.Fatalf("second production deploy not live: %q", r.body)
+	}
+	if _, err := e.dir.DeployProduction(context.Background(), "Bad_Name", live); err == nil {
+		t.Fatal("an invalid project name was deployed")
 	}
 }
 

@@ -22,7 +22,8 @@ type version struct {
 }
 
 // blobOpener opens the blob of e for reading; it fails when the blob is missing or its size
-// is not e.Size.
+// is not e.Size. Every blob store has one: a Dir's os.Root (rootBlobs), an engine's local
+// cache (blobCache.open) and S3 (s3target, through ServeManifest).
 type blobOpener func(e entry) (io.ReadSeekCloser, error)
 
 // rootBlobs opens blobs from a Dir's blob directory.
@@ -32,12 +33,17 @@ func rootBlobs(root *os.Root) blobOpener {
 		if err != nil {
 			return nil, err
 		}
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
-			f.Close()
-			return nil, fmt.Errorf("blob %s is damaged", e.SHA256)
-		}
-		return f, nil
+		return checkedBlob(f, e)
 	}
+}
+
+// checkedBlob returns f if it is a regular file of e.Size bytes, else closes it and fails.
+func checkedBlob(f *os.File, e entry) (io.ReadSeekCloser, error) {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
+		f.Close()
+		return nil, fmt.Errorf("blob %s is damaged", e.SHA256)
+	}
+	return f, nil
 }
 
 // serve answers r: the page, a redirect to its directory form, or 404. An error means a

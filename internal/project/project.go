@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/url"
 	"strings"
 	"time"
 
@@ -30,8 +31,12 @@ type Project struct {
 	BuildCommand string `json:"buildCommand,omitempty"`
 	OutputDir    string `json:"outputDir,omitempty"`
 	// Agent: kind (claude, codex, opencode, command), command or binary, limits.
-	Agent           AgentSpec `json:"agent"`
-	InterruptPolicy string    `json:"interruptPolicy"` // interrupt | queue
+	Agent AgentSpec `json:"agent"`
+	// InterruptPolicy says what a new instruction on a thread does to that thread's running
+	// job: interrupt it, or queue behind it; empty means the server's default
+	// (app.Config.InterruptPolicy).
+	// An instruction on another thread always waits its turn.
+	InterruptPolicy string `json:"interruptPolicy,omitempty"`
 	// AttachmentsDir is where a job's attachments land in the repo. Default "public/attachments".
 	AttachmentsDir string `json:"attachmentsDir"`
 	// MaxAttachmentBytes bounds one attachment. Default 10 MB.
@@ -39,6 +44,11 @@ type Project struct {
 	// RepairTurns is how many times the agent may fix a failed build. 0 means the default, 1;
 	// a negative value means none.
 	RepairTurns int `json:"repairTurns"`
+	// CheckTurn gives the agent one more turn after the preview deploy and its pictures: it
+	// sees the instruction and the after-pictures, and may fix an obvious miss before the
+	// reply goes out (the fix is rebuilt, redeployed and pictured again). The turn costs
+	// agent time and money; its failure never fails the job. Off by default.
+	CheckTurn bool `json:"checkTurn,omitempty"`
 	// Senders maps a sender address to the user id it acts as.
 	Senders map[string]string `json:"senders,omitempty"`
 	// MailAuth is the sender authentication required: aligned (DKIM or SPF aligned with From,
@@ -64,6 +74,9 @@ type AgentSpec struct {
 	MaxBudgetUSD float64       `json:"maxBudgetUsd,omitempty"`
 	WallClock    time.Duration `json:"wallClock,omitempty"`
 	NoOutput     time.Duration `json:"noOutput,omitempty"`
+	// BaseURL points the agent at a model API endpoint (agent.Spec.BaseURL); empty: the
+	// server's default (app Worker.AgentBaseURL), else the vendor's.
+	BaseURL string `json:"baseUrl,omitempty"`
 }
 
 // WithDefaults fills unset fields.
@@ -73,9 +86,6 @@ func (p Project) WithDefaults() Project {
 	}
 	if p.Agent.Kind == "" {
 		p.Agent.Kind = "claude"
-	}
-	if p.InterruptPolicy == "" {
-		p.InterruptPolicy = "interrupt"
 	}
 	if p.AttachmentsDir == "" {
 		p.AttachmentsDir = "public/attachments"
@@ -109,8 +119,14 @@ func (p Project) Validate() error {
 	default:
 		return fmt.Errorf("agent %q: use claude, codex, opencode or command", p.Agent.Kind)
 	}
-	if p.InterruptPolicy != "interrupt" && p.InterruptPolicy != "queue" {
-		return fmt.Errorf("interrupt policy %q: use interrupt or queue", p.InterruptPolicy)
+	if p.CheckTurn && p.Agent.Kind == "command" {
+		return errors.New("the check turn needs an agent that can look at pictures (claude, codex or opencode), not a command: drop --check-turn or change --agent")
+	}
+	if u, err := url.Parse(p.Agent.BaseURL); p.Agent.BaseURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return fmt.Errorf("agent base URL %q: want http://host[:port][/path] or https://…", p.Agent.BaseURL)
+	}
+	if p.InterruptPolicy != "" && p.InterruptPolicy != "interrupt" && p.InterruptPolicy != "queue" {
+		return fmt.Errorf("interrupt policy %q: use interrupt or queue (or leave it empty for the server's)", p.InterruptPolicy)
 	}
 	switch p.MailAuth {
 	case "aligned", "dkim", "none":
@@ -178,6 +194,16 @@ func (s *Store) Get(ctx context.Context, id string) (Project, error) {
 		return Project{}, fmt.Errorf("project %s: %w", id, err)
 	}
 	return p.WithDefaults(), nil
+}
+
+// InterruptPolicy returns project id's interrupt policy, or def when it has none or its
+// record cannot be read.
+func (s *Store) InterruptPolicy(ctx context.Context, id, def string) string {
+	p, err := s.Get(ctx, id)
+	if err != nil || p.InterruptPolicy == "" {
+		return def
+	}
+	return p.InterruptPolicy
 }
 
 // List returns every project, by id.

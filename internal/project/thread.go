@@ -21,10 +21,49 @@ type Thread struct {
 	Branch  string    `json:"branch"`
 	Agent   string    `json:"agent,omitempty"`   // agent kind the session belongs to
 	Session string    `json:"session,omitempty"` // agent session id; empty until the first run
+	// Interrupted are the thread's jobs a newer instruction on it took over, not yet handed
+	// to a job that ran its agent: the next job is told what they were asked and had done.
+	Interrupted []InterruptedJob `json:"interrupted,omitempty"`
+	// Publishes are the thread's publishes to production, oldest first ("undo" reverts the
+	// last one not undone yet).
+	Publishes []Publish `json:"publishes,omitempty"`
 	// MessageIDs are the email Message-IDs seen on the thread (for In-Reply-To matching).
 	MessageIDs []string  `json:"messageIds,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// InterruptedJob is a job of a thread that was interrupted by a newer instruction on it.
+type InterruptedJob struct {
+	Job         string `json:"job"`
+	Instruction string `json:"instruction"`
+	// Commit holds the partial work; empty when the job had changed nothing.
+	Commit string `json:"commit,omitempty"`
+	// Files are the partial work's changed paths, as "M path".
+	Files   []string `json:"files,omitempty"`
+	Summary string   `json:"summary,omitempty"`
+}
+
+// Publish is one publish of a thread's branch to production.
+type Publish struct {
+	Job string `json:"job"`
+	// Before and After are the default branch's commits around the publish.
+	Before string    `json:"before"`
+	After  string    `json:"after"`
+	URL    string    `json:"url"`
+	At     time.Time `json:"at"`
+	// UndoneBy is the undo job that reverted it; empty while it is live.
+	UndoneBy string `json:"undoneBy,omitempty"`
+}
+
+// LastLive returns the index of the thread's last publish not undone, or -1.
+func (t Thread) LastLive() int {
+	for i := len(t.Publishes) - 1; i >= 0; i-- {
+		if t.Publishes[i].UndoneBy == "" {
+			return i
+		}
+	}
+	return -1
 }
 
 // Threads keeps threads in a broker table.

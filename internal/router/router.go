@@ -21,7 +21,7 @@ type Policy string
 
 // Interrupt policies.
 const (
-	PolicyInterrupt Policy = "interrupt" // cancel the running job; the new one runs next
+	PolicyInterrupt Policy = "interrupt" // cancel the running job of the same thread; the new one runs next
 	PolicyQueue     Policy = "queue"     // let it finish
 )
 
@@ -103,6 +103,9 @@ type Request struct {
 	Attachments []broker.Attachment `json:"attachments,omitempty"`
 	MessageID   string              `json:"messageId,omitempty"`
 	References  []string            `json:"references,omitempty"`
+	// Action: broker.ActionEdit (default), ActionPublish or ActionUndo; the last two need an
+	// existing Thread.
+	Action string `json:"action,omitempty"`
 	// Guessed marks an instruction that mail extraction guessed (broker.Job.Guessed).
 	Guessed bool `json:"guessed,omitempty"`
 }
@@ -121,6 +124,8 @@ func (req Request) job() (broker.Job, error) {
 		return broker.Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	switch {
+	case req.Action != broker.ActionEdit && req.Action != broker.ActionPublish && req.Action != broker.ActionUndo:
+		return broker.Job{}, fmt.Errorf("%w: action %q: use publish or undo, or none for an edit", ErrInvalid, req.Action)
 	case strings.TrimSpace(req.Instruction) == "":
 		return broker.Job{}, fmt.Errorf("%w: the instruction is empty; say what to change", ErrInvalid)
 	case len(req.Instruction) > MaxInstruction:
@@ -134,7 +139,8 @@ func (req Request) job() (broker.Job, error) {
 	}
 	return broker.Job{ID: id, Tenant: t, Thread: req.Thread, Instruction: req.Instruction,
 		RepoURL: req.RepoURL, From: req.From, Subject: req.Subject, Attachments: req.Attachments,
-		MessageID: req.MessageID, References: req.References, Guessed: req.Guessed, AcceptedAt: time.Now()}, nil
+		MessageID: req.MessageID, References: req.References, Action: req.Action, Guessed: req.Guessed,
+		AcceptedAt: time.Now()}, nil
 }
 
 // NewThreadID returns a new thread id ("t" + 12 hex digits).
@@ -202,7 +208,10 @@ func (r *Router) abandon(job broker.Job, cause error) {
 	})
 }
 
-// nudge runs after the publish: claim when unowned, interrupt when owned and policy says so.
+// nudge runs after the publish: claim when unowned; when owned and the policy says so,
+// interrupt a running job of the same thread (the owner corrected themselves). A running job
+// of another thread is left alone: the new one waits its turn. Publish and undo never
+// interrupt: they wait for the edit in progress.
 // Failures here are logged, not returned: the job is accepted and the reconciler covers them.
 func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	t := job.Tenant
@@ -210,8 +219,9 @@ func (r *Router) nudge(ctx context.Context, job broker.Job) {
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
 		err = r.b.Claims.Request(ctx, t, job.AcceptedAt)
-	case err == nil && r.cfg.Policy(ctx, t) == PolicyInterrupt:
-		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Reason: "newer instruction " + job.ID})
+	case err == nil && job.Action == broker.ActionEdit && r.cfg.Policy(ctx, t) == PolicyInterrupt:
+		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread,
+			Reason: "a newer instruction on the same thread (" + job.ID + ")"})
 	}
 	if err != nil {
 		r.log.WarnContext(ctx, "after enqueue; the reconciler will follow up",

@@ -83,7 +83,7 @@ func (o *ownership) process(shutdown context.Context, d broker.Delivery, rec bro
 	jctx, cancel := context.WithCancelCause(o.ctx)
 	defer cancel(nil)
 	o.mu.Lock()
-	o.cur = &current{id: rec.Job.ID, d: d, cancel: cancel}
+	o.cur = &current{id: rec.Job.ID, thread: rec.Job.Thread, d: d, cancel: cancel}
 	o.mu.Unlock()
 	defer o.w.set("owning", o.leaseNow(), "")
 	stopGrace := context.AfterFunc(shutdown, func() {
@@ -111,7 +111,7 @@ func (o *ownership) settle(d broker.Delivery, rec broker.JobRecord, out Outcome,
 		o.handBack(d, rec, log)
 		return false
 	case errors.Is(cause, ErrInterrupted):
-		o.finish(d, rec, broker.StateInterrupted, out, ErrInterrupted, log)
+		o.finish(d, rec, broker.StateInterrupted, out, cause, log)
 	case errors.Is(perr, ErrPermanent):
 		o.finish(d, rec, broker.StateFailed, out, perr, log)
 	case rec.Failures+1 < o.w.cfg.MaxAttempts:

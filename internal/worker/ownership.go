@@ -48,6 +48,7 @@ type ownership struct {
 
 type current struct {
 	id     string
+	thread string
 	d      broker.Delivery
 	cancel context.CancelCauseFunc
 }
@@ -223,11 +224,17 @@ func (o *ownership) interrupt(sig broker.Interrupt) {
 	if o.cur == nil {
 		return
 	}
-	if sig.JobID == o.cur.id || (sig.Before != "" && o.cur.id < sig.Before) {
+	if sig.JobID == o.cur.id || o.cur.supersededBy(sig) {
 		o.log.InfoContext(o.ctx, "interrupting job", slog.String("job", o.cur.id), slog.String("reason", sig.Reason))
 		metrics.Interrupts.Inc()
-		o.cur.cancel(ErrInterrupted)
+		o.cur.cancel(&InterruptError{By: sig.Before, Reason: sig.Reason})
 	}
+}
+
+// supersededBy reports whether sig names a newer job that takes over from this one: accepted
+// later and, when sig names a thread, on the same thread.
+func (c *current) supersededBy(sig broker.Interrupt) bool {
+	return sig.Before != "" && c.id < sig.Before && (sig.Thread == "" || sig.Thread == c.thread)
 }
 
 // checkLease is Task.CheckLease: ours only if not lost locally and the stored lease still

@@ -16,6 +16,33 @@ var (
 	// broker.ErrLeaseLost: the tenant is no longer ours; do nothing irreversible.
 )
 
+// InterruptError is the cancel cause of an interrupted job; it matches ErrInterrupted.
+type InterruptError struct {
+	// By is the newer job that took over; empty when an operator stopped the job.
+	By string
+	// Reason is the interrupt's reason, for logs and the job page.
+	Reason string
+}
+
+func (e *InterruptError) Error() string {
+	if e.Reason == "" {
+		return ErrInterrupted.Error()
+	}
+	return "interrupted: " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInterrupted) hold.
+func (e *InterruptError) Is(target error) bool { return target == ErrInterrupted }
+
+// InterruptedBy returns the newer job that took over from a job cancelled with cause, or "".
+func InterruptedBy(cause error) string {
+	var ie *InterruptError
+	if errors.As(cause, &ie) {
+		return ie.By
+	}
+	return ""
+}
+
 // Processor does the work of one job. Implementations must stop promptly when ctx is
 // cancelled and must call Task.CheckLease before any irreversible step (push, deploy).
 type Processor interface {

@@ -218,8 +218,8 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	})
 }
 
-// TestInterruptByNewerJob: a newer instruction interrupts the running job; the same worker
-// runs the new one without releasing (same fencing token).
+// TestInterruptByNewerJob: a newer instruction on the same thread interrupts the running job;
+// the same worker runs the new one without releasing (same fencing token).
 func TestInterruptByNewerJob(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, f *fixture) {
@@ -237,9 +237,9 @@ func TestInterruptByNewerJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slow, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "slow"})
+		slow, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Thread: "t1", Instruction: "slow"})
 		<-running
-		fast, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Instruction: "fast"})
+		fast, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Thread: "t1", Instruction: "fast"})
 		s, n := f.wait(slow.Job.ID, 10*time.Second), f.wait(fast.Job.ID, 10*time.Second)
 		if s.State != broker.StateInterrupted || n.State != broker.StateDone {
 			t.Fatalf("states %s, %s; want interrupted, done", s.State, n.State)
@@ -247,6 +247,44 @@ func TestInterruptByNewerJob(t *testing.T) {
 		if s.LeaseToken != n.LeaseToken || s.Worker != n.Worker {
 			t.Fatalf("new job ran under token %d on %s, interrupted one under %d on %s; want no release between",
 				n.LeaseToken, n.Worker, s.LeaseToken, s.Worker)
+		}
+	})
+}
+
+// TestOtherThreadWaitsItsTurn: with policy interrupt, a newer instruction on another thread
+// of the same tenant does not interrupt the running job; it runs after it.
+func TestOtherThreadWaitsItsTurn(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		running := make(chan struct{}, 1)
+		var by atomic.Value
+		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				if task.Job.Instruction != "slow" {
+					return worker.Outcome{}, nil
+				}
+				running <- struct{}{}
+				select {
+				case <-time.After(500 * time.Millisecond):
+					return worker.Outcome{}, nil
+				case <-ctx.Done():
+					by.Store(worker.InterruptedBy(context.Cause(ctx)))
+					return worker.Outcome{}, context.Cause(ctx)
+				}
+			})})
+		r, err := router.New(router.Config{Backend: f.b}) // default policy: interrupt
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Thread: "t1", Instruction: "slow"})
+		<-running
+		other, _ := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Thread: "t2", Instruction: "other"})
+		s, o := f.wait(slow.Job.ID, 10*time.Second), f.wait(other.Job.ID, 10*time.Second)
+		if s.State != broker.StateDone || o.State != broker.StateDone {
+			t.Fatalf("states %s, %s (interrupted by %v); want done, done", s.State, o.State, by.Load())
+		}
+		if !o.StartedAt.After(s.FinishedAt) && !o.StartedAt.Equal(s.FinishedAt) {
+			t.Fatalf("the other thread's job started %s, before the running one finished %s", o.StartedAt, s.FinishedAt)
 		}
 	})
 }

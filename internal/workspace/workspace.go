@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -325,3 +326,89 @@ func (w *Workspace) Status(ctx context.Context) ([]string, error) {
 	}
 	return paths, nil
 }
+
+// ErrConflict: a merge stopped on conflicting changes.
+var ErrConflict = errors.New("merge conflict")
+
+// platformIdentity makes the platform the committer (and the author of its merge commits).
+var platformIdentity = []string{"-c", "user.name=webordinary", "-c", "user.email=webordinary@localhost"}
+
+// Merge merges ref into the checked-out branch: a fast-forward when possible, else a merge
+// commit by the platform with message and trailers. On conflicting changes it aborts (the
+// branch and working tree are as before) and returns an error matching ErrConflict that names
+// the paths.
+func (w *Workspace) Merge(ctx context.Context, ref, message string, trailers []string) error {
+	if len(trailers) > 0 {
+		message += "\n\n" + strings.Join(trailers, "\n")
+	}
+	args := append(slices.Clone(platformIdentity), "merge", "--quiet", "--no-edit", "-m", message, ref)
+	_, err := w.git(ctx, args...)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	paths, uerr := w.Unmerged(ctx)
+	if uerr != nil || len(paths) == 0 {
+		return err
+	}
+	if _, aerr := w.git(ctx, "merge", "--abort"); aerr != nil {
+		return aerr
+	}
+	return fmt.Errorf("%w in %s", ErrConflict, strings.Join(paths, ", "))
+}
+
+// MergeStart merges ref into the checked-out branch and, on conflicting changes, leaves the
+// merge in progress with conflict markers in the working tree for someone to resolve (then
+// Stage and Commit finish it; Checkout abandons it). It returns the conflicting paths; none
+// means ref merged cleanly (committed, or fast-forwarded).
+func (w *Workspace) MergeStart(ctx context.Context, ref, message string) ([]string, error) {
+	args := append(slices.Clone(platformIdentity), "merge", "--quiet", "--no-edit", "-m", message, ref)
+	_, err := w.git(ctx, args...)
+	if err == nil || ctx.Err() != nil {
+		return nil, err
+	}
+	paths, uerr := w.Unmerged(ctx)
+	if uerr != nil || len(paths) == 0 {
+		return nil, err
+	}
+	return paths, nil
+}
+
+// Unmerged lists the paths git still has in conflict.
+func (w *Workspace) Unmerged(ctx context.Context) ([]string, error) {
+	out, err := w.git(ctx, "diff", "--name-only", "--diff-filter=U")
+	return strings.Fields(out), err
+}
+
+// IsAncestor reports whether commit a is reachable from b (merging a into b changes nothing).
+func (w *Workspace) IsAncestor(ctx context.Context, a, b string) bool {
+	_, err := w.git(ctx, "merge-base", "--is-ancestor", a, b)
+	return err == nil
+}
+
+// Restore makes the index and working tree exactly commit's tree (or a tree's, from
+// IndexTree), on the checked-out branch; committing that reverts everything since commit.
+func (w *Workspace) Restore(ctx context.Context, commit string) error {
+	_, err := w.git(ctx, "read-tree", "-u", "--reset", commit)
+	return err
+}
+
+// IndexTree writes the index (what is staged) as a tree and returns its id; Restore(tree)
+// goes back to it.
+func (w *Workspace) IndexTree(ctx context.Context) (string, error) {
+	out, err := w.git(ctx, "write-tree")
+	return strings.TrimSpace(out), err
+}
+
+// HasMarkers lists the paths among paths whose content still holds conflict markers.
+func (w *Workspace) HasMarkers(paths []string) []string {
+	var left []string
+	for _, p := range paths {
+		data, err := os.ReadFile(filepath.Join(w.Dir, filepath.FromSlash(p)))
+		if err == nil && conflictMarker.Match(data) {
+			left = append(left, p)
+		}
+	}
+	return left
+}
+
+var conflictMarker = regexp.MustCompile(`(?m)^(<{7}|>{7})( |$)`)

@@ -7,8 +7,8 @@
 //
 // It parses claude's flags: -p/--print, --output-format (stream-json, json or text),
 // --verbose, --permission-mode, --model, --max-turns, --max-budget-usd,
-// --append-system-prompt, --system-prompt, --session-id, -r/--resume (as "--flag value" or
-// "--flag=value"). Unknown flags are ignored with a warning on stderr. Like claude,
+// --append-system-prompt, --system-prompt, --session-id, -r/--resume, --add-dir (repeatable)
+// (as "--flag value" or "--flag=value"). Unknown flags are ignored with a warning on stderr. Like claude,
 // stream-json output in print mode requires --verbose. The prompt is a positional argument or
 // stdin. CLAUDE_CONFIG_DIR must be set.
 //
@@ -39,7 +39,19 @@
 //	print-env PATH            write the environment to PATH, one VAR=value a line
 //	deny [COMMAND]            a denied Bash call: the result has a permission_denials entry
 //	fail [MESSAGE]            stop; the result has is_error true
+//	api-error STATUS RETRY_AFTER TIMES
+//	                          the first TIMES runs reaching this line stop like fail with the
+//	                          model API's error: "API Error: STATUS {…} (retry-after: SECONDS)";
+//	                          each run reaching it appends its start time to
+//	                          $CLAUDE_CONFIG_DIR/fakeclaude/api-error-runs
 //	no-result                 exit 0 at the end without printing the result event
+//	on-images LINE            when the prompt names image files (absolute paths ending in
+//	                          .png, .jpg or .jpeg), read each (a Read tool call; unreadable or
+//	                          not PNG/JPEG: the run fails, like a failed edit), then perform
+//	                          LINE; when it names none, skip the line. An image outside the
+//	                          working directory and every --add-dir is a denied Read (print mode
+//	                          cannot ask; the result lists it in permission_denials) and the
+//	                          run's on-images lines are skipped
 //
 // Each edit emits an assistant event with a text and a tool_use block and a user event with
 // the tool_result, and costs $0.01. The final result event carries session_id,

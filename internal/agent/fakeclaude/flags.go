@@ -23,6 +23,7 @@ type options struct {
 	sessionID      string
 	resume         string
 	prompt         string
+	addDirs        []string
 }
 
 // valueFlags are the flags that take a value, and where it goes.
@@ -37,6 +38,7 @@ func (o *options) valueFlags() map[string]func(string) error {
 		"--session-id":           str(&o.sessionID),
 		"--resume":               str(&o.resume),
 		"-r":                     str(&o.resume),
+		"--add-dir":              func(v string) error { o.addDirs = append(o.addDirs, v); return nil },
 		"--max-turns": func(v string) (err error) {
 			o.maxTurns, err = strconv.Atoi(v)
 			return err

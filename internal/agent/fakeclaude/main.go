@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// started is when this run began.
+var started = time.Now()
+
 func main() {
 	os.Exit(run())
 }
@@ -79,7 +82,7 @@ func session(ctx context.Context, opts options, prompt string, em *emitter) int 
 	}
 	cwd, _ := os.Getwd()
 	em.init(sess.ID, cwd, opts)
-	sc := &script{dir: cwd, em: em, session: sess.ID, maxTurns: opts.maxTurns}
+	sc := &script{dir: cwd, em: em, session: sess.ID, maxTurns: opts.maxTurns, addDirs: opts.addDirs}
 	sc.run(ctx, prompt)
 	turn := sess.record(runRecord{Prompt: prompt, SystemPrompt: opts.systemPrompt, Model: opts.model, Dir: cwd})
 	if err := store.save(sess); err != nil {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // the pictures on-images reads
+	_ "image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,10 +34,15 @@ type script struct {
 	failure  string // why the run failed; "" if it did not
 	subtype  string // the result subtype of the failure
 	noResult bool
+	addDirs  []string // --add-dir: directories besides dir that may be read
+	images   []string // the image files the prompt names (absolute paths)
+	looked   bool     // the images were read (by an on-images line)
+	blind    bool     // reading them was denied: on-images lines are skipped
 }
 
 // run performs each prompt line in turn until one fails or ctx ends.
 func (s *script) run(ctx context.Context, prompt string) {
+	s.images = imagePaths.FindAllString(prompt, -1)
 	for _, line := range strings.Split(prompt, "\n") {
 		if ctx.Err() != nil || s.failure != "" {
 			return
@@ -75,9 +84,86 @@ func (s *script) step(ctx context.Context, line string) error {
 		s.deny(arg)
 	case "fail":
 		s.fail("error_during_execution", firstNonEmpty(arg, "failed as asked"))
+	case "api-error":
+		return s.apiError(arg)
 	case "no-result":
 		s.noResult = true
+	case "on-images":
+		return s.onImages(ctx, arg)
 	}
+	return nil
+}
+
+// imagePaths finds the image files a prompt names: absolute paths ending in .png, .jpg or .jpeg.
+var imagePaths = regexp.MustCompile(`/[^\s:'"<>]+\.(?:png|jpe?g)\b`)
+
+// onImages handles "on-images LINE": when the prompt names image files, each must be readable
+// and decode as PNG or JPEG (else the run fails); then LINE is performed. When it names none,
+// the line is skipped.
+func (s *script) onImages(ctx context.Context, line string) error {
+	if len(s.images) == 0 {
+		return nil
+	}
+	if !s.looked && !s.blind {
+		if err := s.readImages(); err != nil {
+			return err
+		}
+	}
+	if s.blind {
+		return nil
+	}
+	return s.step(ctx, line)
+}
+
+// denyRead records a Read the permission mode refused: p is outside the working directories.
+func (s *script) denyRead(p string) {
+	input := map[string]any{"file_path": p}
+	id := s.em.toolUse(s.session, "I'll look at "+p+".", "Read", input)
+	s.em.toolResult(s.session, id, fmt.Errorf("permission to read %s has been denied: it is outside the working directories", p))
+	s.denials = append(s.denials, denial{ToolName: "Read", ToolUseID: id, ToolInput: input})
+	s.done = append(s.done, "was denied reading "+p)
+	s.blind = true
+}
+
+// readable reports whether p is inside the working directory or an --add-dir directory, where
+// Claude Code reads without asking (print mode cannot ask: elsewhere is a denial).
+func (s *script) readable(p string) bool {
+	for _, d := range append([]string{s.dir}, s.addDirs...) {
+		if rel, err := filepath.Rel(d, p); err == nil && filepath.IsLocal(rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// readImages reads the prompt's images as Claude Code's Read tool would.
+func (s *script) readImages() error {
+	var sizes []string
+	for _, p := range s.images {
+		if !s.readable(p) {
+			s.denyRead(p)
+			return nil
+		}
+		err := s.tool("I'll look at "+p+".", "Read", map[string]any{"file_path": p}, func() error {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			cfg, format, err := image.DecodeConfig(f)
+			if err != nil {
+				return fmt.Errorf("%s is not an image: %w", p, err)
+			}
+			sizes = append(sizes, fmt.Sprintf("%s %dx%d", format, cfg.Width, cfg.Height))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s.edits -= len(s.images) // reading is free: only edits cost and count as turns
+	s.looked = true
+	s.done = append(s.done, fmt.Sprintf("looked at %d pictures (%s)", len(s.images), strings.Join(sizes, ", ")))
 	return nil
 }
 
@@ -308,4 +394,44 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// apiError handles "api-error STATUS RETRY_AFTER TIMES": the first TIMES runs that reach this
+// line (counted in $CLAUDE_CONFIG_DIR/fakeclaude/api-errors) stop with the model API's error
+// STATUS (429 rate limited, 529 overloaded, ...), saying "retry-after: RETRY_AFTER" (seconds);
+// later runs go on. Every run that reaches it appends its start time (RFC 3339, nanoseconds) to
+// $CLAUDE_CONFIG_DIR/fakeclaude/api-error-runs.
+func (s *script) apiError(arg string) error {
+	var status, retryAfter, times int
+	if _, err := fmt.Sscanf(arg, "%d %d %d", &status, &retryAfter, &times); err != nil {
+		return errors.New("api-error needs STATUS RETRY_AFTER TIMES")
+	}
+	dir := filepath.Join(os.Getenv("CLAUDE_CONFIG_DIR"), "fakeclaude")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	runs, err := os.OpenFile(filepath.Join(dir, "api-error-runs"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(runs, started.Format(time.RFC3339Nano))
+	if err = errors.Join(err, runs.Close()); err != nil {
+		return err
+	}
+	count := filepath.Join(dir, "api-errors")
+	b, _ := os.ReadFile(count)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if n >= times {
+		return nil
+	}
+	if err := os.WriteFile(count, []byte(strconv.Itoa(n+1)), 0o644); err != nil {
+		return err
+	}
+	kind, msg := "rate_limit_error", "This request would exceed your rate limit"
+	if status == 529 {
+		kind, msg = "overloaded_error", "Overloaded"
+	}
+	s.fail("error_during_execution", fmt.Sprintf(`API Error: %d {"type":"error","error":{"type":%q,"message":%q}} (retry-after: %d)`,
+		status, kind, msg, retryAfter))
+	return nil
 }

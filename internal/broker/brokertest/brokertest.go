@@ -90,6 +90,7 @@ func groups() []group {
 		{"Jobs", jobContracts()},
 		{"Presence", presenceContracts()},
 		{"Tables", tableContracts()},
+		{"Blobs", blobContracts()},
 		{"Context", contextContracts()},
 	}
 }

@@ -18,6 +18,7 @@ const (
 	DefaultResultAckWait  = 30 * time.Second
 	DefaultDedupWindow    = 2 * time.Minute
 	DefaultMaxMessageSize = 64 << 20
+	DefaultMaxBlobSize    = 64 << 20
 )
 
 // Config tunes an Engine. A zero or negative field takes its default; tests set short waits.
@@ -33,6 +34,9 @@ type Config struct {
 	// MaxMessageSize is the largest job or result accepted, JSON-encoded; a larger one is
 	// broker.ErrTooLarge. Default 64 MB, what the embedded NATS server takes.
 	MaxMessageSize int
+	// MaxBlobSize is the largest blob accepted; a larger one is broker.ErrTooLarge.
+	// Default broker.MaxBlobSize.
+	MaxBlobSize int
 }
 
 func (c Config) withDefaults() Config {
@@ -48,6 +52,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxMessageSize <= 0 {
 		c.MaxMessageSize = DefaultMaxMessageSize
 	}
+	if c.MaxBlobSize <= 0 {
+		c.MaxBlobSize = DefaultMaxBlobSize
+	}
 	return c
 }
 
@@ -62,6 +69,7 @@ type Engine struct {
 	presence *presenceStore
 	signals  *signalHub
 	tables   *tableStore
+	blobs    *blobStore
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -81,6 +89,7 @@ func NewEngine(cfg Config) *Engine {
 		presence: newPresenceStore(),
 		signals:  newSignalHub(),
 		tables:   newTableStore(),
+		blobs:    newBlobStore(),
 		conns:    map[*conn]struct{}{},
 	}
 }
@@ -115,6 +124,7 @@ func (e *Engine) Connect() *broker.Backend {
 		Jobs:     &jobs{c: c},
 		Presence: &presence{c: c},
 		Table:    c.table,
+		Blobs:    c.blobs,
 		Close:    c.close,
 	}
 }

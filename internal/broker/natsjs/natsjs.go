@@ -85,6 +85,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		Jobs:     &jobs{kv: a.jobs, s: a.jobsStream},
 		Presence: &presence{a: a},
 		Table:    a.table,
+		Blobs:    newBlobOpener(a).open,
 		Close:    func() error { return nil },
 	}, nil
 }

@@ -57,12 +57,16 @@ func (in *Inbound) decide(ctx context.Context, env intake.Envelope, r *Report, c
 		r.Decision = Decision{Action: "refuse", Reason: refusal(rerr, in.Address()), Reply: true}
 		return nil
 	}
-	r.Decision = in.admit(r, count)
+	r.Decision = in.admit(r, count && !env.Released)
 	return nil
 }
 
-// admit applies the content and rate checks to an authenticated, resolved message.
+// admit applies the content and rate checks to an authenticated, resolved message. Over a
+// rate limit, the message is held (Action "hold"): kept for the operator, never dropped.
 func (in *Inbound) admit(r *Report, count bool) Decision {
+	if d, refused := liveAction(r); refused {
+		return d
+	}
 	if strings.TrimSpace(r.Instruction) == "" && len(r.Attachments) == 0 {
 		return Decision{Action: "refuse", Reason: "the message has no instruction: write what to change above any quoted text", Reply: true}
 	}
@@ -74,12 +78,14 @@ func (in *Inbound) admit(r *Report, count bool) Decision {
 	}
 	now := in.cfg.Now()
 	tenantKey := r.Thread.Project + "/" + r.Thread.User
-	if ok, first := in.perSender.allow(r.From, now); !ok {
-		return Decision{Action: "refuse", Reason: "rate limited: too many instructions in the last hour from " + r.From, Reply: first}
+	if ok, until := in.perSender.allow(r.From, now); !ok {
+		r.heldUntil = until
+		return Decision{Action: "hold", Reason: "rate limited: too many instructions in the last hour from " + r.From}
 	}
-	if ok, first := in.perTenant.allow(tenantKey, now); !ok {
+	if ok, until := in.perTenant.allow(tenantKey, now); !ok {
 		in.perSender.refund(r.From)
-		return Decision{Action: "refuse", Reason: "rate limited: too many instructions in the last hour for " + tenantKey, Reply: first}
+		r.heldUntil = until
+		return Decision{Action: "hold", Reason: "rate limited: too many instructions in the last hour for " + tenantKey}
 	}
 	r.counted = true
 	return Decision{Action: "run", Reason: "authenticated sender, " + r.Thread.By}

@@ -44,20 +44,19 @@ type limiter struct {
 }
 
 type window struct {
-	start    time.Time
-	n        int
-	notified bool
+	start time.Time
+	n     int
 }
 
 func newLimiter(max int, per time.Duration) *limiter {
 	return &limiter{max: max, window: per, counts: map[string]*window{}}
 }
 
-// allow counts one event for key; it reports whether it is within the limit, and whether
-// this is the first refusal of the window (the one worth telling the sender about).
-func (l *limiter) allow(key string, now time.Time) (ok, firstRefusal bool) {
+// allow counts one event for key; it reports whether it is within the limit and, when it is
+// not, when the key's window ends.
+func (l *limiter) allow(key string, now time.Time) (ok bool, until time.Time) {
 	if l == nil || l.max <= 0 {
-		return true, false
+		return true, time.Time{}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -67,12 +66,7 @@ func (l *limiter) allow(key string, now time.Time) (ok, firstRefusal bool) {
 		l.counts[key] = w
 	}
 	w.n++
-	if w.n <= l.max {
-		return true, false
-	}
-	first := !w.notified
-	w.notified = true
-	return false, first
+	return w.n <= l.max, w.start.Add(l.window)
 }
 
 // refund takes back one event counted for key (its message could not be submitted and will be

@@ -1,10 +1,12 @@
-// Package inbound turns an accepted email into a decision — run, ignore or refuse — and acts
-// on it: it parses the message, extracts the new text of a reply, resolves the tenant and
+// Package inbound turns an accepted email into a decision — run, hold, ignore or refuse — and
+// acts on it: it parses the message, extracts the new text of a reply, resolves the tenant and
 // thread (reply token, then In-Reply-To/References, then the sender's address in the project
 // table), authenticates the sender (DKIM/SPF/DMARC or a trusted relay's
-// Authentication-Results), applies loop and rate guards, and submits the instruction to the
-// router. It also turns job results into threaded replies. Unauthenticated or unknown senders
-// never reach an agent, and no reply ever goes to an unverified address.
+// Authentication-Results), applies loop and rate guards (over a rate limit a message is held
+// for the operator and its sender told once per window, never dropped), and submits the
+// instruction to the router. It also turns job results into threaded replies.
+// Unauthenticated or unknown senders never reach an agent, and no reply ever goes to an
+// unverified address.
 package inbound
 
 import (
@@ -41,21 +43,38 @@ type Config struct {
 	Auth     auth.Config
 	Projects *project.Store
 	Threads  *project.Threads
-	// Mail is a table for Message-ID de-duplication and the Message-ID → thread index.
+	// Mail is a table for Message-ID de-duplication of accepted messages and the Message-ID →
+	// thread index.
 	Mail   broker.Table
 	Jobs   broker.Jobs
 	Router *router.Router
 	// Outbox sends replies; nil means no replies (inspection only).
 	Outbox *outbox.Outbox
-	// PerSender and PerTenant bound instructions per hour. Defaults 30 and 60.
+	// PerSender and PerTenant bound instructions per hour. Defaults 30 and 60. A message over
+	// a limit is held (intake.ErrHold) for an operator to release or drop.
 	PerSender, PerTenant int
+	// Notices, when set, stores the pending held notices (one key per sender), so a notice is
+	// sent after a restart too. Without it they are kept in memory.
+	Notices broker.Table
+	// HeldNoticeAfter: a sender whose messages are held gets one notice per limit window,
+	// listing them, once none of theirs was held for this long (Run sends it). Default
+	// DefaultHeldNoticeAfter.
+	HeldNoticeAfter time.Duration
 	// Limits bound the parsing of each message (zero fields: message's defaults). A message
 	// over them is quarantined by the intake; raise them and release it to handle it after all.
 	Limits message.Limits
 	// JobURL, when set, links a job in replies.
 	JobURL func(jobID string) string
-	Now    func() time.Time
-	Logger *slog.Logger
+	// LinkBase, when set, returns the base URL (scheme://host) at which PublishHandler is
+	// mounted under /publish/; done replies then carry a signed publish link. "" means none.
+	LinkBase func() string
+	// LinkTTL is how long a publish link works. Default 7 days.
+	LinkTTL time.Duration
+	// Pictures, when set, returns the pictures of a finished job's change, shown inline in its
+	// reply (shots.Store.Images); none is fine.
+	Pictures func(jobID string) []outbox.Image
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +90,12 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.HeldNoticeAfter <= 0 {
+		c.HeldNoticeAfter = DefaultHeldNoticeAfter
+	}
+	if c.LinkTTL == 0 {
+		c.LinkTTL = 7 * 24 * time.Hour
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -80,12 +105,16 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// DefaultHeldNoticeAfter is Config.HeldNoticeAfter's default.
+const DefaultHeldNoticeAfter = time.Minute
+
 // Inbound is the mail router. Safe for concurrent use.
 type Inbound struct {
 	cfg       Config
 	tokens    Tokens
 	perSender *limiter
 	perTenant *limiter
+	held      heldNotices
 }
 
 // New validates cfg.
@@ -100,7 +129,8 @@ func New(cfg Config) (*Inbound, error) {
 		return nil, errors.New("inbound: project, thread and mail tables are required")
 	}
 	return &Inbound{cfg: cfg, tokens: Tokens{secret: cfg.Secret},
-		perSender: newLimiter(cfg.PerSender, time.Hour), perTenant: newLimiter(cfg.PerTenant, time.Hour)}, nil
+		perSender: newLimiter(cfg.PerSender, time.Hour), perTenant: newLimiter(cfg.PerTenant, time.Hour),
+		held: heldNotices{bySender: map[string]*heldBatch{}}}, nil
 }
 
 // Address is our address for new conversations.
@@ -120,12 +150,16 @@ type Report struct {
 	Auth        *auth.Verdict `json:"auth,omitempty"`
 	Loop        string        `json:"loop,omitempty"`
 	Problems    []string      `json:"problems,omitempty"`
-	Decision    Decision      `json:"decision"`
+	Decision    Decision      `json:"decision"` // action: run, hold, ignore, refuse (or quarantine, retry)
 	JobID       string        `json:"jobId,omitempty"`
-	msg         *message.Message
-	raw         []byte
-	proj        project.Project
-	counted     bool // the rate limits counted this message
+	// Publish is "publish" or "undo" when the message asks to put the thread live or take
+	// its last publish back (see publish.go); empty for an edit.
+	Publish   string `json:"publish,omitempty"`
+	msg       *message.Message
+	raw       []byte
+	proj      project.Project
+	counted   bool      // the rate limits counted this message
+	heldUntil time.Time // held: when the limit's window ends
 }
 
 // Resolution is how the tenant and thread were found.
@@ -166,12 +200,18 @@ func (in *Inbound) Inspect(ctx context.Context, env intake.Envelope, raw []byte)
 	return r, nil
 }
 
-// Handle decides about one accepted message and acts: submit, refuse (with a reply to a
+// Handle decides about one accepted message and acts: submit, hold, refuse (with a reply to a
 // verified sender) or ignore. It is idempotent for the same spooled message. An error wrapping
 // intake.ErrQuarantine means the message cannot be parsed within the limits (set it aside);
-// any other error means "try again later" (a temporary failure).
+// one wrapping intake.ErrHold means its sender is over a limit (hold it: the sender gets a
+// notice from Run); any other error means "try again later" (a temporary failure).
 func (in *Inbound) Handle(ctx context.Context, env intake.Envelope, raw []byte) error {
 	r, err := in.Process(ctx, env, raw)
+	if err == nil && r.Decision.Action == "hold" {
+		err = fmt.Errorf("%w: %s", intake.ErrHold, r.Decision.Reason)
+		metrics.MailIn.WithLabelValues("hold").Inc()
+		return err
+	}
 	switch {
 	case errors.Is(err, intake.ErrQuarantine):
 		metrics.MailIn.WithLabelValues("quarantine").Inc()
@@ -216,11 +256,16 @@ func (in *Inbound) Process(ctx context.Context, env intake.Envelope, raw []byte)
 		}
 	case "refuse":
 		err = in.refuse(ctx, r)
+	case "hold":
+		err = in.noteHeld(ctx, r)
 	}
 	if err != nil {
 		return r, err
 	}
 	log.InfoContext(ctx, "mail handled", slog.String("job", r.JobID))
+	if r.JobID == "" {
+		return r, nil // not accepted: the same message sent again is handled again
+	}
 	return r, in.remember(ctx, r)
 }
 
@@ -249,7 +294,9 @@ func msgKey(id string) string {
 	return "m" + hex.EncodeToString(sum[:16])
 }
 
-// seen reports a Message-ID handled before (a duplicate delivery or a resend).
+// seen reports a Message-ID accepted before (a duplicate delivery or a resend of a message
+// that became a job). A refused or ignored message is not remembered: sent again, it is
+// handled again (the sender may have been registered since).
 func (in *Inbound) seen(ctx context.Context, id string) (bool, error) {
 	if id == "" {
 		return false, nil
@@ -264,7 +311,8 @@ func (in *Inbound) seen(ctx context.Context, id string) (bool, error) {
 	return err == nil, err
 }
 
-// remember records the Message-ID as handled, with its thread for In-Reply-To matching.
+// remember records the Message-ID of an accepted message, with its thread for In-Reply-To
+// matching.
 func (in *Inbound) remember(ctx context.Context, r *Report) error {
 	if r.MessageID == "" {
 		return nil
@@ -294,7 +342,7 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: broker.JobIDAt(env.ReceivedAt, key),
 		Project: r.Thread.Project, User: r.Thread.User, Thread: r.Thread.Thread, Instruction: r.Instruction,
 		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs,
-		Guessed: r.Guessed})
+		Action: r.Publish, Guessed: r.Guessed})
 	if errors.Is(err, router.ErrInvalid) {
 		r.Decision = Decision{Action: "refuse", Reason: err.Error(), Reply: r.Auth != nil && r.Auth.Pass}
 		return in.refuse(ctx, r)

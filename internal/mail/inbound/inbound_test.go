@@ -37,9 +37,16 @@ type fixture struct {
 	key    ed25519.PrivateKey
 	outDir string
 	ob     *outbox.Outbox
+	cfg    inbound.Config
 }
 
 func setup(t *testing.T) *fixture {
+	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with changes to the mail router's configuration.
+func setupWith(t *testing.T, mod func(*inbound.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
@@ -68,12 +75,17 @@ func setup(t *testing.T) *fixture {
 	octx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go func() { _ = f.ob.Run(octx) }()
-	f.in, err = inbound.New(inbound.Config{Domains: []string{"edit.example.net"}, Secret: []byte("0123456789abcdef0123"),
+	f.cfg = inbound.Config{Domains: []string{"edit.example.net"}, Secret: []byte("0123456789abcdef0123"),
 		Auth: auth.Config{Resolver: dns}, Projects: projects, Threads: threads, Mail: mailTable, Jobs: b.Jobs,
-		Router: r, Outbox: f.ob})
+		Router: r, Outbox: f.ob, HeldNoticeAfter: 50 * time.Millisecond}
+	if mod != nil {
+		mod(&f.cfg)
+	}
+	f.in, err = inbound.New(f.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	go func() { _ = f.in.Run(octx) }()
 	return f
 }
 
@@ -344,4 +356,62 @@ func replyText(t *testing.T, m *mail.Message) string {
 		t.Fatal(err)
 	}
 	return p.Text
+}
+
+// TestResendAfterRefusalIsHandled: a message refused (here: its sender was not registered yet)
+// is not remembered as handled, so the same message sent again after the operator registered
+// the sender runs; only a message that was accepted is a duplicate when it comes again.
+func TestResendAfterRefusalIsHandled(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	raw := f.mail("Carol <carol@example.com>", "edit@edit.example.net", "c1@example.com", "", "Add our new opening hours", "example.com")
+	if rep := f.handle(raw, "carol@example.com"); rep.Decision.Action != "refuse" {
+		t.Fatalf("unregistered sender: %+v", rep.Decision)
+	}
+	projects, _ := project.Open(ctx, f.b)
+	p, _ := projects.Get(ctx, "site")
+	p.Senders["carol@example.com"] = "carol"
+	if _, err := projects.Put(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.handle(raw, "carol@example.com")
+	if rep.Decision.Action != "run" || f.pending("carol") != 1 {
+		t.Fatalf("re-sent after the refusal: %+v, %d pending; want it run", rep.Decision, f.pending("carol"))
+	}
+	if again := f.handle(raw, "carol@example.com"); again.Decision.Action != "ignore" || f.pending("carol") != 1 {
+		t.Fatalf("the accepted message again: %+v, %d pending; want a duplicate", again.Decision, f.pending("carol"))
+	}
+}
+
+// TestHeldNoticeSurvivesRestart: messages over the limit are held (intake.ErrHold) and the
+// pending notice is stored; a mail router started afresh (a restart before the notice went
+// out) sends it, listing them.
+func TestHeldNoticeSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	notices, _ := natsjstest.Start(t, natsjstest.Options{NoSync: true}).Backend.Table(context.Background(), "heldnotices")
+	f := setupWith(t, func(c *inbound.Config) { c.PerSender, c.HeldNoticeAfter, c.Notices = 1, time.Hour, notices })
+	for i, body := range []string{"Change one", "Change two", "Change three"} {
+		raw := f.mail("alice@example.com", "edit@edit.example.net", fmt.Sprintf("h%d@example.com", i), "", body, "example.com")
+		err := f.in.Handle(context.Background(), envelope("alice@example.com"), raw)
+		if held := errors.Is(err, intake.ErrHold); held != (i > 0) {
+			t.Fatalf("message %d: %v; want held = %v", i, err, i > 0)
+		}
+	}
+	if n := len(f.sent(0)); n != 0 {
+		t.Fatalf("%d replies before the notice is due", n)
+	}
+	cfg := f.cfg
+	cfg.HeldNoticeAfter = 50 * time.Millisecond
+	restarted, err := inbound.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = restarted.Run(ctx) }()
+	text := f.replyTo("h1@example.com")
+	if !strings.Contains(text, "held 2 messages") || !strings.Contains(text, "Change two") || !strings.Contains(text, "Change three") {
+		t.Fatalf("notice after the restart:\n%s", text)
+	}
 }

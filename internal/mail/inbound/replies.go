@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/mail"
 	"strings"
-	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
@@ -34,10 +33,14 @@ func (in *Inbound) OnResult(ctx context.Context, res broker.Result) error {
 	}
 	rep := in.baseReply(rec.Job, kindOf(res.State))
 	fillResult(&rep, res, rec)
+	in.fillPublish(ctx, &rep, res, rec)
 	if operatorsProblem(rep) {
 		in.cfg.Logger.WarnContext(ctx, "operator attention: the owner was told you have been told",
 			slog.String("job", res.JobID), slog.String("state", string(res.State)),
 			slog.String("problem", string(rep.Problem)), slog.String("error", res.Error))
+	}
+	if rep.Kind == outbox.Done && in.cfg.Pictures != nil {
+		rep.Images = in.cfg.Pictures(res.JobID)
 	}
 	return in.send(ctx, rep)
 }
@@ -80,6 +83,7 @@ func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
 	rep.Summary, rep.Error, rep.Duration, rep.Attempts = res.Summary, res.Error, res.Duration, rec.Attempts
 	rep.Branch, rep.Commit, rep.Diffstat, rep.CostUSD = d.Branch, d.Commit, d.Diffstat, d.AgentCostUSD
 	rep.LogTail, rep.PreviewURLs = d.BuildLogTail, d.PreviewURLs
+	rep.Superseded, rep.Continued = d.InterruptedBy != "", len(d.Continues)
 	if rep.LogTail == "" && res.State != broker.StateDone {
 		rep.LogTail = res.OutputTail
 	}
@@ -94,14 +98,10 @@ func (in *Inbound) refuse(ctx context.Context, r *Report) error {
 	if !r.Decision.Reply || in.cfg.Outbox == nil || r.Auth == nil || !r.Auth.Pass {
 		return nil
 	}
-	kind := outbox.Refused
-	if len(r.Decision.Reason) > 12 && r.Decision.Reason[:12] == "rate limited" {
-		kind = outbox.RateLimited
-	}
-	rep := outbox.Reply{Kind: kind, To: mail.Address{Address: r.From},
+	rep := outbox.Reply{Kind: outbox.Refused, To: mail.Address{Address: r.From},
 		From:    mail.Address{Name: "webordinary", Address: in.Address()},
 		Subject: r.Subject, InReplyTo: r.MessageID, References: r.msg.References,
-		Error: ownerReason(r.Decision.Reason), RetryAfter: time.Hour}
+		Error: ownerReason(r.Decision.Reason)}
 	if r.MessageID == "" {
 		rep.MessageID = fmt.Sprintf("wo-refused-%d@%s", in.cfg.Now().UnixNano(), in.cfg.Domains[0])
 	}

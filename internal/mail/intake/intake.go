@@ -3,6 +3,9 @@
 // arrival order; a crash between the 250 and the handling loses nothing (the spool is
 // handled again at start). Recipients outside the configured domains are refused at RCPT,
 // oversize messages at DATA (552), and STARTTLS is offered when a certificate is configured.
+// A message the handler can never handle is set aside in the quarantine (ErrQuarantine); one
+// it may not run now (its sender is over a limit) is held (ErrHold, Held) until an operator
+// releases or drops it. Neither holds back the messages after it.
 package intake
 
 import (
@@ -30,10 +33,14 @@ type Envelope struct {
 	// NullSender is true for MAIL FROM:<> (MailFrom is then ""): a bounce or other automatic
 	// message, which must never be answered (RFC 5321 §4.5.5).
 	NullSender bool `json:"nullSender,omitempty"`
+	// Released is true for a held message an operator released (Held.Release): the limit
+	// that held it does not apply again.
+	Released bool `json:"released,omitempty"`
 }
 
 // Handler processes one accepted message. A nil error removes it from the spool; an error
-// wrapping ErrQuarantine sets it aside in the quarantine; any other error keeps it for another
+// wrapping ErrQuarantine sets it aside in the quarantine; one wrapping ErrHold holds it (see
+// Held); any other error keeps it for another
 // try, holding back the later messages (the handler must be idempotent: it may see a message
 // twice). The handler must return soon after ctx ends: Run waits for it.
 type Handler func(ctx context.Context, env Envelope, raw []byte) error
@@ -225,6 +232,8 @@ func (s *Server) handleOne(ctx context.Context, id string) bool {
 		return false // stopping: handled again at the next start
 	case errors.Is(err, ErrQuarantine):
 		return s.setAside(ctx, id, "rejected", err.Error())
+	case errors.Is(err, ErrHold):
+		return s.hold(ctx, id, err.Error())
 	default:
 		s.cfg.Logger.WarnContext(ctx, "mail handling failed; will retry", slog.String("spool", id), slog.Any("err", err))
 		return false

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,7 +29,8 @@ var ErrQuarantine = errors.New("message set aside")
 // ErrNotQuarantined is returned by Release and Delete for an id not in the quarantine.
 var ErrNotQuarantined = errors.New("no such quarantined message")
 
-// Quarantined describes a message set aside.
+// Quarantined describes a message set aside: quarantined, or held (QuarantinedAt is then
+// when it was held).
 type Quarantined struct {
 	ID            string    `json:"id"`
 	ReceivedAt    time.Time `json:"receivedAt"`
@@ -35,6 +39,9 @@ type Quarantined struct {
 	Rcpt          []string  `json:"rcpt"`
 	Size          int64     `json:"size"`
 	Reason        string    `json:"reason"`
+	// From and Subject are the message's headers, when they could be read.
+	From    string `json:"from,omitempty"`
+	Subject string `json:"subject,omitempty"`
 }
 
 // quarantineDir is the spool's subdirectory of messages set aside: <id>.eml, <id>.json and
@@ -72,10 +79,14 @@ func (s *Server) Release(id string) error {
 // Delete removes a quarantined message for good.
 func (s *Server) Delete(id string) error { return s.spool.deleteQuarantined(id) }
 
-// quarantine moves an entry to bad/ with the reason it was set aside. The body moves last, so
-// a crash in between leaves the envelope behind, which pending does not list.
-func (s *spool) quarantine(id, reason string) error {
-	bad := filepath.Join(s.dir, quarantineDir)
+// quarantine moves an entry to bad/ with the reason it was set aside.
+func (s *spool) quarantine(id, reason string) error { return s.shelve(quarantineDir, id, reason) }
+
+// shelve moves an entry to the shelf (a subdirectory) with the reason it was set aside. The
+// body moves last, so a crash in between leaves the envelope behind, which pending does not
+// list.
+func (s *spool) shelve(shelf, id, reason string) error {
+	bad := filepath.Join(s.dir, shelf)
 	if err := os.MkdirAll(bad, 0o700); err != nil {
 		return err
 	}
@@ -88,12 +99,23 @@ func (s *spool) quarantine(id, reason string) error {
 	return durable.SyncDir(s.dir)
 }
 
-// release moves a quarantined entry back; the reason goes last, so a crash in between leaves
-// the message in the spool (handled again) rather than lost.
+// release moves a quarantined entry back.
 func (s *spool) release(id string) error {
-	bad, err := s.quarantinePath(id)
+	return s.unshelve(quarantineDir, id, ErrNotQuarantined, nil)
+}
+
+// unshelve moves a shelved entry back, after edit (when set) changed its envelope; the reason
+// goes last, so a crash in between leaves the message in the spool (handled again) rather than
+// lost.
+func (s *spool) unshelve(shelf, id string, notFound error, edit func(*Envelope)) error {
+	bad, err := s.shelfPath(shelf, id, notFound)
 	if err != nil {
 		return err
+	}
+	if edit != nil {
+		if err := editEnvelope(bad, id, edit); err != nil {
+			return err
+		}
 	}
 	if err := s.move(bad, s.dir, id); err != nil {
 		return err
@@ -106,7 +128,12 @@ func (s *spool) release(id string) error {
 
 // deleteQuarantined removes a quarantined entry's files.
 func (s *spool) deleteQuarantined(id string) error {
-	bad, err := s.quarantinePath(id)
+	return s.deleteShelved(quarantineDir, id, ErrNotQuarantined)
+}
+
+// deleteShelved removes a shelved entry's files.
+func (s *spool) deleteShelved(shelf, id string, notFound error) error {
+	bad, err := s.shelfPath(shelf, id, notFound)
 	if err != nil {
 		return err
 	}
@@ -118,16 +145,34 @@ func (s *spool) deleteQuarantined(id string) error {
 	return durable.SyncDir(bad)
 }
 
-// quarantinePath checks that id is a quarantined message and returns the quarantine directory.
-func (s *spool) quarantinePath(id string) (string, error) {
-	bad := filepath.Join(s.dir, quarantineDir)
+// shelfPath checks that id is a message on the shelf and returns the shelf's directory.
+func (s *spool) shelfPath(shelf, id string, notFound error) (string, error) {
+	bad := filepath.Join(s.dir, shelf)
 	if !spoolID.MatchString(id) {
-		return bad, fmt.Errorf("%w: %q", ErrNotQuarantined, id)
+		return bad, fmt.Errorf("%w: %q", notFound, id)
 	}
 	if _, err := os.Stat(filepath.Join(bad, id+".eml")); err != nil {
-		return bad, fmt.Errorf("%w: %s", ErrNotQuarantined, id)
+		return bad, fmt.Errorf("%w: %s", notFound, id)
 	}
 	return bad, nil
+}
+
+// editEnvelope rewrites id's envelope in dir (durably).
+func editEnvelope(dir, id string, edit func(*Envelope)) error {
+	var env Envelope
+	meta, err := os.ReadFile(filepath.Join(dir, id+".json"))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(meta, &env); err != nil {
+		return fmt.Errorf("intake: envelope %s: %w", id, err)
+	}
+	edit(&env)
+	meta, _ = json.Marshal(env)
+	if err := durable.Write(dir, id+".json", meta); err != nil {
+		return err
+	}
+	return durable.SyncDir(dir)
 }
 
 // move renames id's envelope, then its body, from one directory to another.
@@ -141,10 +186,13 @@ func (s *spool) move(from, to, id string) error {
 	return durable.SyncDir(to)
 }
 
-// quarantined lists bad/, oldest first; an entry whose envelope is unreadable is listed with
+// quarantined lists bad/, oldest first.
+func (s *spool) quarantined() ([]Quarantined, error) { return s.shelved(quarantineDir) }
+
+// shelved lists a shelf, oldest first; an entry whose envelope is unreadable is listed with
 // what is known.
-func (s *spool) quarantined() ([]Quarantined, error) {
-	bad := filepath.Join(s.dir, quarantineDir)
+func (s *spool) shelved(shelf string) ([]Quarantined, error) {
+	bad := filepath.Join(s.dir, shelf)
 	entries, err := os.ReadDir(bad)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -177,5 +225,28 @@ func describeQuarantined(bad, id string) Quarantined {
 	if meta, err := os.ReadFile(filepath.Join(bad, id+".json")); err == nil && json.Unmarshal(meta, &env) == nil {
 		q.ReceivedAt, q.MailFrom, q.Rcpt = env.ReceivedAt, env.MailFrom, env.Rcpt
 	}
+	q.From, q.Subject = headersOf(filepath.Join(bad, id+".eml"))
 	return q
+}
+
+// headersOf reads the From and Subject of a spooled message (its first 64 KiB), for listings.
+func headersOf(path string) (from, subject string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	m, err := mail.ReadMessage(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", ""
+	}
+	dec := new(mime.WordDecoder)
+	subject, err = dec.DecodeHeader(m.Header.Get("Subject"))
+	if err != nil {
+		subject = m.Header.Get("Subject")
+	}
+	if a, err := mail.ParseAddress(m.Header.Get("From")); err == nil {
+		from = a.Address
+	}
+	return from, subject
 }

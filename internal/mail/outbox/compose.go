@@ -14,7 +14,8 @@ import (
 )
 
 // Compose renders r as a complete RFC 5322 message: multipart/alternative with a text/plain and
-// a text/html part (UTF-8; quoted-printable where needed), CRLF line endings, and the headers
+// a text/html part (UTF-8; quoted-printable where needed) — inside a multipart/related with the
+// pictures when r has Images, which the HTML shows inline (cid:) —, CRLF line endings, and the headers
 // From, To, Reply-To, Subject, Date, Message-ID, In-Reply-To, References, Auto-Submitted:
 // auto-replied, X-Auto-Response-Suppress: All and X-Webordinary-Job. Everything placed in the
 // HTML part is escaped. The output depends only on r and now.
@@ -32,7 +33,13 @@ func Compose(r Reply, now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compose: %w", err)
 	}
-	h, err := headers(r, subject, boundary, now)
+	ctype := mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": boundary})
+	if len(r.Images) > 0 {
+		if body, ctype, err = related(body, boundary, r.Images); err != nil {
+			return nil, fmt.Errorf("compose: %w", err)
+		}
+	}
+	h, err := headers(r, subject, ctype, now)
 	if err != nil {
 		return nil, fmt.Errorf("compose: %w", err)
 	}
@@ -43,7 +50,7 @@ func Compose(r Reply, now time.Time) ([]byte, error) {
 type header struct{ name, value string }
 
 // headers renders the message header block, ending with the empty line.
-func headers(r Reply, subject, boundary string, now time.Time) ([]byte, error) {
+func headers(r Reply, subject, contentType string, now time.Time) ([]byte, error) {
 	replyTo, err := r.replyTo()
 	if err != nil {
 		return nil, err
@@ -58,7 +65,7 @@ func headers(r Reply, subject, boundary string, now time.Time) ([]byte, error) {
 		{"In-Reply-To", angle(cleanID(r.InReplyTo))},
 		{"References", foldIDs(references(r.References, r.InReplyTo))},
 		{"MIME-Version", "1.0"},
-		{"Content-Type", mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": boundary})},
+		{"Content-Type", contentType},
 		{"Auto-Submitted", "auto-replied"},
 		{"X-Auto-Response-Suppress", "All"},
 		{"X-Webordinary-Job", encodeWords(oneLine(r.JobID))},

@@ -26,17 +26,24 @@ func TestComposeKinds(t *testing.T) {
 			r.Error, r.Problem, r.LogTail = "build: exit 1", ProblemBuild, "npm ERR! missing: logo.png"
 		}, []string{"couldn't finish", "your site no longer built with it", "What to do: Reply with more detail",
 			"https://app.example.com/jobs/job-42"}},
-		{Interrupted, nil, []string{"A newer message took over", "Partial work was saved on thread/t0k3n"}},
+		{Interrupted, func(r *Reply) { r.Superseded = true }, []string{"Your newer message on this thread took over",
+			"What I had done so far was saved", "Files changed so far", "M index.html", "commit 0123456"}},
 		{Dead, func(r *Reply) { r.Attempts, r.Error, r.Problem = 3, "agent crashed", ProblemAgent }, []string{
 			"made 3 attempts", "stopped with an error", "have been told",
 		}},
 		{Refused, func(r *Reply) {
 			r.Error, r.Hint = "this address is not verified for example.com", "Verify it from the dashboard."
 		}, []string{"didn't act on your message", "Why: this address is not verified", "What to do: Verify it"}},
-		{RateLimited, func(r *Reply) { r.RetryAfter = 5 * time.Minute }, []string{
-			"Many instructions arrived", "in about 5 minutes",
+		{Held, func(r *Reply) {
+			r.HeldMessages, r.HeldUntil = []string{"Burst 021 — Change number 21", "Burst 022 — Change number 22"}, time.Date(2026, 11, 2, 16, 40, 0, 0, time.UTC)
+		}, []string{
+			"Many instructions arrived", "held 2 messages", "Burst 021 — Change number 21", "Burst 022", "Nothing is lost",
+			"before 16:40 UTC will be held too",
 		}},
 		{Received, nil, []string{"Got it!", "Follow along", "https://app.example.com/jobs/job-42"}},
+		{Published, func(r *Reply) {
+			r.Summary, r.LiveURL = "Your changes from this conversation are live at https://acme.example.com/.", "https://acme.example.com/"
+		}, []string{"are live at https://acme.example.com/", "Live site", "M index.html", "to take the last publish back"}},
 	}
 	if len(tests) != len(Kinds) {
 		t.Fatalf("table covers %d kinds, want all %d", len(tests), len(Kinds))
@@ -64,6 +71,51 @@ func TestComposeKinds(t *testing.T) {
 			}
 			if want := "<wo-job-42-" + string(tt.kind) + "@example.com>"; p.Header.Get("Message-ID") != want {
 				t.Errorf("Message-ID = %q, want %q", p.Header.Get("Message-ID"), want)
+			}
+		})
+	}
+}
+
+// TestInterruptedSaysExactlyWhatHappened: who stopped the job, and "saved" only with a commit
+// (an interrupted job that changed nothing shows no commit and claims no saved work).
+func TestInterruptedSaysExactlyWhatHappened(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name               string
+		superseded, commit bool
+		want, not          []string
+	}{
+		{"newer, saved", true, true, []string{"newer message on this thread took over", "was saved, and I'm carrying on", "commit 0123456"},
+			[]string{"hadn't changed anything", "stopped before it finished"}},
+		{"newer, nothing", true, false, []string{"newer message on this thread took over", "hadn't changed anything yet, so nothing was saved"},
+			[]string{"was saved,", "commit", "Files changed"}},
+		{"operator, saved", false, true, []string{"stopped before it finished", "What I had done so far was saved."},
+			[]string{"newer message", "hadn't changed"}},
+		{"operator, nothing", false, false, []string{"stopped before it finished", "nothing was saved"},
+			[]string{"newer message", "commit", "done so far was saved"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := sampleReply()
+			r.Kind, r.Superseded = Interrupted, tt.superseded
+			if !tt.commit {
+				r.Commit, r.Files, r.Diffstat = "", nil, ""
+			}
+			msg, err := Compose(r, newClock().Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := parse(t, msg).Text
+			for _, w := range tt.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("lacks %q:\n%s", w, text)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(text, n) {
+					t.Errorf("says %q:\n%s", n, text)
+				}
 			}
 		})
 	}

@@ -9,11 +9,12 @@ import (
 // block is one piece of a reply's body, rendered once as text and once as HTML, so the copy
 // lives in one place.
 type block struct {
-	Kind  string // "p", "list", "pre" or "links"
-	Title string // heading of a list or pre block
-	Text  string // paragraph or preformatted text
-	Items []string
-	Links []link
+	Kind   string // "p", "list", "pre" or "links"
+	Title  string // heading of a list or pre block
+	Text   string // paragraph or preformatted text
+	Items  []string
+	Links  []link
+	Images []Image // Kind "images"
 }
 
 // link is a labelled URL.
@@ -34,7 +35,7 @@ type content struct {
 
 // add appends b unless it is empty.
 func (c *content) add(b block) {
-	if strings.TrimSpace(b.Text) != "" || len(b.Items) > 0 || len(b.Links) > 0 {
+	if strings.TrimSpace(b.Text) != "" || len(b.Items) > 0 || len(b.Links) > 0 || len(b.Images) > 0 {
 		c.Blocks = append(c.Blocks, b)
 	}
 }
@@ -61,7 +62,7 @@ const (
 // bodyOf returns the copy for the reply's kind.
 func bodyOf(r Reply) content {
 	c := kindBody(r)
-	if r.Understood != "" && r.Kind != Refused && r.Kind != RateLimited {
+	if r.Understood != "" && r.Kind != Refused && r.Kind != Held {
 		c.add(understood(r))
 	}
 	return c
@@ -89,8 +90,10 @@ func kindBody(r Reply) content {
 		return deadBody(r)
 	case Refused:
 		return refusedBody(r)
-	case RateLimited:
-		return rateLimitedBody(r)
+	case Held:
+		return heldBody(r)
+	case Published:
+		return publishedBody(r)
 	default:
 		return receivedBody(r)
 	}
@@ -99,11 +102,41 @@ func kindBody(r Reply) content {
 func doneBody(r Reply) content {
 	c := content{Footer: footerReply}
 	c.add(para("Done! Your edit is ready to look at."))
+	if r.Continued > 0 {
+		c.add(para("Your earlier message on this thread, which this one interrupted, was taken into account too."))
+	}
 	c.addPara("", r.Summary)
+	c.add(block{Kind: "images", Images: r.Images})
 	c.add(block{Kind: "links", Links: previewLinks(r.PreviewURLs)})
 	c.add(block{Kind: "list", Title: "Files changed", Items: fileItems(r.Files)})
 	c.add(block{Kind: "pre", Text: r.Diffstat})
 	c.addPara("", details(r))
+	if r.Publishable {
+		c.add(para("Happy with it? Reply \"publish\" to this email to put it live."))
+		c.add(block{Kind: "links", Links: publishLink(r.PublishURL)})
+	}
+	c.addJob("Job", r.JobURL)
+	return c
+}
+
+func publishLink(url string) []link {
+	if url == "" {
+		return nil
+	}
+	return []link{{"Publish now", url}}
+}
+
+// publishedBody: the summary says what went live (or was taken back) and where.
+func publishedBody(r Reply) content {
+	c := content{Footer: "Reply \"undo\" to this email to take the last publish back. — webordinary"}
+	if r.Undone {
+		c.Footer = footerReply
+	}
+	c.addPara("", r.Summary)
+	if r.LiveURL != "" {
+		c.add(block{Kind: "links", Links: []link{{"Live site", r.LiveURL}}})
+	}
+	c.add(block{Kind: "list", Title: "Files changed on the live site", Items: fileItems(r.Files)})
 	c.addJob("Job", r.JobURL)
 	return c
 }
@@ -121,13 +154,27 @@ func failedBody(r Reply) content {
 	return c
 }
 
+// interruptedBody says who stopped the job and whether anything it did was saved: only a
+// commit means saved work.
 func interruptedBody(r Reply) content {
 	c := content{Footer: footerAuto}
-	c.add(para("A newer message took over, so I stopped working on this one."))
-	if r.Branch != "" {
-		c.add(para("Partial work was saved on %s.", r.Branch))
+	if r.Superseded {
+		c.add(para("Your newer message on this thread took over, so I stopped working on this one."))
+	} else {
+		c.add(para("This edit was stopped before it finished."))
 	}
-	c.addPara("So far: ", r.Summary)
+	switch {
+	case r.Commit == "":
+		c.add(para("I hadn't changed anything yet, so nothing was saved from it."))
+	case r.Superseded:
+		c.add(para("What I had done so far was saved, and I'm carrying on from there with your newer message."))
+	default:
+		c.add(para("What I had done so far was saved."))
+	}
+	if r.Commit != "" {
+		c.add(block{Kind: "list", Title: "Files changed so far", Items: fileItems(r.Files)})
+		c.addPara("", details(r))
+	}
 	c.addJob("Job", r.JobURL)
 	return c
 }
@@ -151,11 +198,33 @@ func refusedBody(r Reply) content {
 	return c
 }
 
-func rateLimitedBody(r Reply) content {
+// heldBody lists the messages held and says that nothing is lost.
+func heldBody(r Reply) content {
 	c := content{Footer: footerAuto}
-	c.add(para("Many instructions arrived from you in a short time, so I didn't act on this one."))
-	c.add(para("Please send it again %s.", retryWhen(r.RetryAfter)))
+	c.add(para("Many instructions arrived from you in a short time, so I've held %s instead of acting on %s right away:",
+		plural(len(r.HeldMessages), "message"), pronoun(len(r.HeldMessages))))
+	c.add(block{Kind: "list", Items: r.HeldMessages})
+	c.add(para("Nothing is lost: the site's operator has been told and can let them through. You don't need to send them again."))
+	if !r.HeldUntil.IsZero() {
+		c.add(para("Anything else you send before %s will be held too; after that I'll act on new messages as usual.",
+			r.HeldUntil.UTC().Format("15:04 MST")))
+	}
 	return c
+}
+
+// plural is "1 message" or "n messages".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func pronoun(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 func receivedBody(r Reply) content {
@@ -225,14 +294,6 @@ func attempts(n int) string {
 	default:
 		return fmt.Sprintf("%d attempts", n)
 	}
-}
-
-// retryWhen says when to try again: "in about 5 minutes", or "in a little while".
-func retryWhen(d time.Duration) string {
-	if d <= 0 {
-		return "in a little while"
-	}
-	return "in about " + humanDuration(d)
 }
 
 // humanDuration rounds d to whole seconds, minutes or hours.

@@ -29,6 +29,10 @@ func writeTextBlock(b *strings.Builder, blk block) {
 		for _, l := range blk.Links {
 			b.WriteString(l.Label + ": " + l.URL + "\n")
 		}
+	case "images":
+		for _, im := range blk.Images {
+			b.WriteString("[Picture: " + im.Alt + "]\n")
+		}
 	default:
 		b.WriteString(strings.TrimRight(blk.Text, "\n") + "\n")
 	}
@@ -51,6 +55,11 @@ var htmlPage = template.Must(template.New("reply").Parse(`<!DOCTYPE html>
 </ul>
 {{- else if eq .Kind "links"}}
 <p>{{range $i, $l := .Links}}{{if $i}}<br>{{end}}{{$l.Label}}: <a href="{{$l.URL}}">{{$l.URL}}</a>{{end}}</p>
+{{- else if eq .Kind "images"}}
+{{- range .Images}}
+<p style="margin:0 0 16px"><img src="{{.CID}}" alt="{{.Alt}}" width="{{.Width}}" height="{{.Height}}" style="display:block;max-width:100%;height:auto;border:1px solid #ddd">
+{{- if .Caption}}<br><span style="color:#666;font-size:13px">{{.Caption}}</span>{{end}}</p>
+{{- end}}
 {{- else if eq .Kind "pre"}}
 <pre style="margin-top:0;padding:8px;background:#f5f5f5;font-size:12px;white-space:pre-wrap">{{.Text}}</pre>
 {{- else}}

@@ -27,14 +27,17 @@ const (
 	Dead Kind = "dead"
 	// Refused: the message was not acted on (unverified sender, unknown project, ...).
 	Refused Kind = "refused"
-	// RateLimited: too many messages in a short time; this one was not acted on.
-	RateLimited Kind = "rate-limited"
+	// Held: too many messages in a short time; the reply lists those held for the operator
+	// to let through (one reply per sender and window, never one per message).
+	Held Kind = "held"
 	// Received: an acknowledgement that the job was queued.
 	Received Kind = "received"
+	// Published: a publish (or undo) went live; the reply gives the live URL.
+	Published Kind = "published"
 )
 
 // Kinds lists every kind, in a stable order.
-var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, RateLimited, Received}
+var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, Held, Received, Published}
 
 // File is one changed file of a job.
 type File struct {
@@ -76,8 +79,10 @@ type Reply struct {
 	Duration    time.Duration
 	// Attempts is how many times the job ran (Dead).
 	Attempts int
-	// RetryAfter is when the sender may try again (RateLimited); zero if unknown.
-	RetryAfter time.Duration
+	// HeldMessages (Held) are the messages held, one line each (subject, first words);
+	// HeldUntil is when the window ends: anything sent before then is held too.
+	HeldMessages []string
+	HeldUntil    time.Time
 	// Error is what went wrong (Refused: said to the sender; Failed, Dead: for the operator
 	// only — the owner reads Problem's copy).
 	Error string
@@ -94,6 +99,21 @@ type Reply struct {
 	Understood string
 	// Guessed says Understood is a best guess (nothing was clearly new in the email).
 	Guessed bool
+	// Superseded (Interrupted): a newer message on the same thread took over; otherwise the
+	// operator stopped the job. Commit is empty when nothing had changed.
+	Superseded bool
+	// Continued (Done) counts earlier messages on the thread that this one interrupted and
+	// whose request the agent was told about.
+	Continued int
+	// LiveURL is the live site's address (Published); Undone says an undo put it back.
+	LiveURL string
+	Undone  bool
+	// PublishURL (Done) is a signed, single-use link that publishes the thread; with
+	// Publishable the reply also says that replying "publish" does it.
+	PublishURL  string
+	Publishable bool
+	// Images are pictures of the change, shown inline after the summary (Done).
+	Images []Image
 }
 
 // validate checks the fields Compose cannot do without.

@@ -139,6 +139,10 @@ func splitRunOn(lines []string) ([]string, map[string]bool) {
 	var out []string
 	content := make(map[string]bool)
 	for i, l := range lines {
+		if isQuoted(l) {
+			out = append(out, l) // "> On … wrote:" is a quoted attribution, not the person's words
+			continue
+		}
 		if text, attr, ok := runOn(l); ok && quoteFollows(lines, i+1) && !inAttribution(lines, i) {
 			out = append(out, text, attr)
 			content[normalize(text)] = true
@@ -193,9 +197,14 @@ func quoteFollows(lines []string, i int) bool {
 	return j < len(lines) && isQuoted(lines[j])
 }
 
-// inAttribution reports whether line i is the rest of an attribution wrapped from a line above.
+// inAttribution reports whether line i is the rest of an attribution wrapped from a line above
+// that opens like one ("On …", "Am …"). Without an opener above, a line above that ends in
+// "wrote:" only because line i does is the person's text ("reply" / "bla--- On … wrote:").
 func inAttribution(lines []string, i int) bool {
 	for j := max(0, i-maxAttributionLines+1); j < i; j++ {
+		if !attributionOpener.MatchString(squash(lines[j])) {
+			continue
+		}
 		if n, _ := attribution(lines, j); n > 0 && j+n > i {
 			return true
 		}

@@ -35,16 +35,18 @@ func corpora() []corpus {
 		{name: "crisp email-reply-parser", dir: "crisp", public: true},
 		{name: "github + zapier parsers", dir: "github-zapier", public: true},
 		{name: "planer (talon text tests)", dir: "planer", public: true},
-		{name: "held out: discourse new, talon .eml, parse-reply", dir: "heldout", public: true, heldOut: true},
+		{name: "discourse new, talon .eml, parse-reply", dir: "heldout", public: true}, // studied since pass 3
+		{name: "held out 2: mail-parser-reply, client shapes", dir: "heldout2", public: true, heldOut: true},
 		{name: "self-written client shapes", dir: ""},
 	}
 }
 
-// Floors: ours must reach realWorldFloor over the public corpora together, and never score
-// below dimiro1/reply on any corpus. The held-out corpus is printed but not gated. The goal is
-// 0.95; with planer (talon's conventions: it keeps text below a quote, a forwarded message and
-// an inline answer's attribution) the public corpora are at 0.934, so the floor holds that.
-const realWorldFloor = 0.93
+// Floors: ours must never score below dimiro1/reply on any corpus, held-out ones included, and
+// must reach realWorldFloor over the public corpora that are not held out: 155/163 since issue
+// 10's third pass, which studied the misses of the first held-out corpus (gated since; heldout2
+// took its place). A held-out corpus counts towards neither the floor nor the rules: it is
+// printed and compared with dimiro1/reply only.
+const realWorldFloor = 0.95
 
 // loadCorpus reads a corpus's cases.
 func loadCorpus(t testing.TB, c corpus) []corpusCase {
@@ -112,13 +114,10 @@ func TestCorpusScores(t *testing.T) {
 		b := score(cases, dimiro1.FromText, nil)
 		n := len(cases)
 		fmt.Fprintf(&table, "%-40s %6d %5d (%5.1f%%) %5d (%5.1f%%)\n", c.name, n, a, pct(a, n), b, pct(b, n))
-		if c.heldOut {
-			continue // reported, never gated: rules must not be tuned to it
-		}
 		if a < b {
 			t.Errorf("%s: ours %d/%d is below dimiro1/reply %d/%d", c.name, a, n, b, n)
 		}
-		if c.public {
+		if c.public && !c.heldOut {
 			pubHits, pubN = pubHits+a, pubN+n
 		}
 	}

@@ -6,7 +6,9 @@
 // (the Go port of discourse's email_reply_trimmer, MIT) with its patterns compiled once and
 // prefiltered, with the history and footers it does not know cut off after it (trim.go). The second is our own line scan, described below. The trimmer's text wins unless it
 // left nothing or dropped a line our scan holds to be content ("From: Monday to Friday", "you
-// wrote"). Forwards are ours alone. So "> " quotes the person answers below are kept, as
+// wrote"), or stopped where the structure says the person's text goes on: at a delimiter with a
+// sentence below it and the history after that, or above the person's words resumed below a
+// quote block our scan recognized by its attribution. Forwards are ours alone. So "> " quotes the person answers below are kept, as
 // discourse keeps them. When both passes leave nothing but the body has unquoted text, that
 // text is the instruction and Result.Guessed says it was a guess: an instruction is never lost.
 // testdata/corpus holds public corpora; TestCorpusScores scores ours and dimiro1/reply itself

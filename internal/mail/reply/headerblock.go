@@ -28,8 +28,23 @@ func isHeaderBlock(lines []string, i int) bool {
 		toOrSubject = toOrSubject || toLabels[lb] || subjectLabels[lb]
 		toAddress = toAddress || toLabels[lb] && strings.Contains(l, "@")
 	}
-	return sent && (from && toOrSubject || dateFirst && toAddress)
+	return sent && (from && toOrSubject || dateFirst && toAddress) || fromSentPair(lines, i)
 }
+
+// fromSentPair reports whether lines i and i+1 are a From label with an address and a Sent/Date
+// label with a full date and a time: a header block cut to its first two lines, as some clients
+// and forwarding tools leave it ("From: a@b.c [mailto:a@b.c]" / "Sent: Tuesday, January 13, 2009
+// 1:27 PM").
+func fromSentPair(lines []string, i int) bool {
+	if i+1 >= len(lines) || !fromLabels[label(lines[i])] || !strings.Contains(lines[i], "@") {
+		return false
+	}
+	next := lines[i+1]
+	return sentLabels[label(next)] && isFullDate(next) && clockTime.MatchString(next)
+}
+
+// clockTime matches a time of day ("1:27", "13.20" is not one).
+var clockTime = regexp.MustCompile(`\b\d{1,2}:\d{2}\b`)
 
 // fullDate matches a date with a year, as header blocks write the sent date: "January 6, 2025",
 // "1/6/25", "2025年1月6日".

@@ -101,7 +101,25 @@ func isWrappedQuote(lines []string, j int) bool {
 		return true
 	}
 	prev := lines[j-1]
-	return strings.Count(prev, "(") > strings.Count(prev, ")") && strings.Count(t, ")") > strings.Count(t, "(")
+	if strings.Count(prev, "(") > strings.Count(prev, ")") && strings.Count(t, ")") > strings.Count(t, "(") {
+		return true
+	}
+	return continuesSentence(unquote(prev), t)
+}
+
+// continuesSentence reports whether t reads as the rest of the sentence prev left unfinished: prev
+// ends without sentence punctuation and t is a bare link or starts in lower case ("see the page
+// at" / "https://…"). An answer written between quoted lines starts a sentence of its own.
+func continuesSentence(prev, t string) bool {
+	p := strings.TrimSpace(prev)
+	if p == "" || strings.ContainsAny(p[len(p)-1:], ".!?:;") {
+		return false
+	}
+	if strings.HasPrefix(t, "http://") || strings.HasPrefix(t, "https://") || strings.HasPrefix(t, "<http") {
+		return !strings.Contains(t, " ")
+	}
+	r := []rune(t)
+	return len(r) > 0 && unicode.IsLower(r[0])
 }
 
 // squash lowercases a line and collapses its whitespace, for pattern matching.

@@ -17,7 +17,7 @@ func isOriginalMarker(l string) bool {
 var forwardDashed = regexp.MustCompile(`^-{2,}\s*(forwarded message|weitergeleitete nachricht|message transféré|mensaje reenviado|messaggio inoltrato|doorgestuurd bericht|mensagem encaminhada|mensagem reencaminhada|vidarebefordrat meddelande|videresendt meddelelse|videresendt melding|przekazana wiadomość|wiadomość przekazana dalej|přeposlaná zpráva|пересылаемое сообщение|転送メッセージ|転送されたメッセージ|转发的邮件)\s*-*$`)
 
 // forwardIntro matches "Begin forwarded message:" lines (Apple Mail) and their translations.
-var forwardIntro = regexp.MustCompile(`^(begin forwarded message|anfang der weitergeleiteten nachricht|début du message réexpédié|début du message transféré|inicio del mensaje reenviado|comienzo del mensaje reenviado|inizio messaggio inoltrato|begin doorgestuurd bericht|início da mensagem reencaminhada|início da mensagem encaminhada|vidarebefordrat brev|början på vidarebefordrat brev|videresendt besked|początek przekazywanej wiadomości|転送されたメッセージ|以下为转发的邮件)\s*[:：]?$`)
+var forwardIntro = regexp.MustCompile(`^(begin forwarded message|forwarded message|anfang der weitergeleiteten nachricht|début du message réexpédié|début du message transféré|inicio del mensaje reenviado|comienzo del mensaje reenviado|inizio messaggio inoltrato|begin doorgestuurd bericht|início da mensagem reencaminhada|início da mensagem encaminhada|vidarebefordrat brev|början på vidarebefordrat brev|videresendt besked|początek przekazywanej wiadomości|転送されたメッセージ|以下为转发的邮件)\s*[:：]?$`)
 
 // isForwardMarker reports whether l starts a forwarded message.
 func isForwardMarker(l string) bool {
@@ -80,8 +80,8 @@ func labelSet(words string) map[string]bool {
 
 // Header block labels by role, in the languages Outlook and other clients write them.
 var (
-	fromLabels    = labelSet("from|von|de|da|van|från|fra|od|от|差出人|发件人|寄件者")
-	sentLabels    = labelSet("sent|date|message du|gesendet|datum|envoyé|date d'envoi|enviado el|enviado|enviada|data|inviato|verzonden|verstuurd|skickat|sendt|wysłano|wysłane|отправлено|дата|送信日時|日付|发送时间|日期")
-	toLabels      = labelSet("to|an|à|a|copie à|para|aan|till|til|do|кому|宛先|收件人|cc|kopie|cco|bcc")
-	subjectLabels = labelSet("subject|sujet|betreff|objet|asunto|oggetto|onderwerp|ämne|emne|temat|assunto|тема|件名|主题")
+	fromLabels    = labelSet("from|von|de|da|van|från|fra|od|от|差出人|发件人|寄件者|lähettäjä|kimden")
+	sentLabels    = labelSet("sent|date|message du|gesendet|datum|envoyé|date d'envoi|enviado el|enviado|enviada|data|inviato|verzonden|verstuurd|skickat|sendt|wysłano|wysłane|отправлено|дата|送信日時|日付|发送时间|日期|envoyé le|lähetetty|odesláno|gönderildi|tarih")
+	toLabels      = labelSet("to|an|à|a|copie à|para|aan|till|til|do|кому|宛先|收件人|cc|kopie|cco|bcc|vastaanottaja|komu|kime|kopio")
+	subjectLabels = labelSet("subject|sujet|betreff|objet|asunto|oggetto|onderwerp|ämne|emne|temat|assunto|тема|件名|主题|aihe|předmět|konu")
 )

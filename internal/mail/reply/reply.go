@@ -24,7 +24,7 @@ func Extract(body string) Result {
 		return own
 	}
 	s := scan(lines)
-	own.Text = choose(own, trimmed(body, lines, s), content, s.historyText)
+	own.Text = choose(own, trimmed(body, lines, s), lines, s, content)
 	if own.Text == "" {
 		own.Text = bestCandidate(lines)
 		own.Guessed = own.Text != ""

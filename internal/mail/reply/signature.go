@@ -38,7 +38,7 @@ func cutSigDash(lines []string) (text, sig []string) {
 var footerPatterns = regexp.MustCompile(`^(` + strings.Join([]string{
 	`sent from my .{1,60}`,
 	`sent (from|via|with) (outlook|yahoo mail|mail for windows|proton ?mail|aol|gmail|the .{1,40} app|samsung|blackberry).{0,60}`,
-	`(get|télécharger|obtenir|scarica|descargar|baixe|hent|skaffa|pobierz|download) outlook (for|pour|per|para|voor|för|dla|für) (ios|android)`,
+	`(get|télécharger|obtenir|scarica|descargar|baixe|hent|skaffa|pobierz|download) \S+( \S+)? (for|pour|per|para|voor|för|dla|für) (ios|android|iphone|ipad)`,
 	`von meinem .{1,40} gesendet`,
 	`gesendet (von|mit) .{1,60}`,
 	`envoyé (de|depuis) (mon|ma|mon) .{1,40}`,
@@ -58,9 +58,11 @@ var footerPatterns = regexp.MustCompile(`^(` + strings.Join([]string{
 // footerLink is the link Outlook mobile appends to its footer: "Get Outlook for iOS<https://…>".
 var footerLink = regexp.MustCompile(`\s*(<https?://[^>]*>|\(\s*https?://[^)]*\))\s*$`)
 
-// isFooter reports whether l is a mobile/webmail footer line.
+// isFooter reports whether l is a mobile/webmail footer line, also in the bracketed forms some
+// clients write ("[Sent from my phone]", "(Sent from Mail)").
 func isFooter(l string) bool {
 	l = footerLink.ReplaceAllString(strings.TrimSpace(l), "")
+	l = strings.TrimSpace(strings.Trim(l, "[]()<>"))
 	return footerPatterns.MatchString(squash(l))
 }
 

@@ -1,6 +1,7 @@
 package reply
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/webordinary/webordinary/internal/mail/reply/trimmer"
@@ -43,13 +44,16 @@ func cutAtFooter(lines []string) []string {
 // split off a run-on attribution line (content), or it cut at a line our scan holds to be the person's text: a
 // "Label: value" line that is no header block ("From: Monday to Friday") or a line that says
 // "wrote" without being an attribution.
-func choose(own Result, trim string, content, history map[string]bool) string {
+func choose(own Result, trim string, lines []string, s scanResult, content map[string]bool) string {
 	if trim == "" || allQuoted(trim) && !allQuoted(own.Text) {
 		return own.Text
 	}
 	kept := make(map[string]bool)
 	for _, l := range strings.Split(trim, "\n") {
 		kept[normalize(l)] = true
+	}
+	if cutShort(own, kept, lines, s) {
+		return own.Text
 	}
 
 	for _, l := range strings.Split(own.Text, "\n") {
@@ -58,7 +62,7 @@ func choose(own Result, trim string, content, history map[string]bool) string {
 		}
 	}
 	for _, l := range strings.Split(trim, "\n") {
-		if history[normalize(l)] {
+		if s.historyText[normalize(l)] {
 			return own.Text
 		}
 	}
@@ -125,4 +129,91 @@ func allQuoted(text string) bool {
 		}
 	}
 	return true
+}
+
+// cutShort reports whether the trimmer stopped above text our scan holds to be the person's on
+// structural evidence: the first line the trimmer dropped is
+//   - a bare delimiter ("____", a lone "-" bullet) below which our scan kept a sentence (not just
+//     a name, a title or a list footer, as a signature below a separator is) and that ends where
+//     it recognized history (an attribution, a header block) or a "--" signature, so the
+//     delimiter was inside the person's text; or
+//   - the person's text resuming directly below a "> " block that our scan recognized by its
+//     attribution (a closing or an answer written below the quote).
+func cutShort(own Result, kept map[string]bool, lines []string, s scanResult) bool {
+	first := firstDropped(own.Text, kept)
+	if first == "" {
+		return false
+	}
+	if isDelimiter(first) {
+		bounded := own.Quoted != "" || strings.HasPrefix(strings.TrimSpace(own.Signature), "--")
+		return bounded && sentenceAfter(own.Text, first)
+	}
+	return belowAttributedQuote(lines, first, s.historyText)
+}
+
+// sentenceAfter reports whether a line of text below the line first ends like a sentence.
+func sentenceAfter(text, first string) bool {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if l != first {
+			continue
+		}
+		for _, m := range lines[i+1:] {
+			if t := strings.TrimSpace(m); !isDelimiter(t) && strings.ContainsAny(lastRune(t), ".!?。！？") {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// lastRune returns the last character of s, or "".
+func lastRune(s string) string {
+	r := []rune(s)
+	if len(r) == 0 {
+		return ""
+	}
+	return string(r[len(r)-1])
+}
+
+// firstDropped returns the first non-blank line of text that kept lacks, or "".
+func firstDropped(text string, kept map[string]bool) string {
+	for _, l := range strings.Split(text, "\n") {
+		if n := normalize(l); n != "" && !kept[n] {
+			return l
+		}
+	}
+	return ""
+}
+
+// delimiter matches a line made of punctuation only: a separator or a lone bullet.
+var delimiter = regexp.MustCompile(`^[\s\-_*=~#+•·—–]+$`)
+
+// isDelimiter reports whether l is a bare delimiter line.
+func isDelimiter(l string) bool {
+	return delimiter.MatchString(l)
+}
+
+// belowAttributedQuote reports whether the line l sits directly below a "> " block (blank lines
+// aside) whose attribution our scan recognized.
+func belowAttributedQuote(lines []string, l string, history map[string]bool) bool {
+	n := normalize(l)
+	for j, o := range lines {
+		if normalize(o) != n {
+			continue
+		}
+		i := j - 1
+		for i >= 0 && isBlankLine(lines[i]) {
+			i--
+		}
+		if i < 0 || !isQuoted(lines[i]) {
+			return false
+		}
+		for i >= 0 && (isQuoted(lines[i]) || isBlankLine(lines[i])) {
+			i--
+		}
+		return i >= 0 && history[normalize(lines[i])]
+	}
+	return false
 }

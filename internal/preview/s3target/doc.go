@@ -8,6 +8,8 @@
 //	<prefix>previews/<project>/threads/<thread>/versions/<n>.json  manifest (preview.Manifest), written once
 //	<prefix>previews/<project>/threads/<thread>/current            pointer: the key of the live manifest
 //	<prefix>previews/<project>/latest                              pointer: the project's latest
+//	<prefix>previews/<project>/live/versions/<n>.json              the project's live site (DeployProduction)
+//	<prefix>previews/<project>/live/current                        pointer: served at <project>.<domain>
 //	<prefix>production/<host>/blobs/<sha256>
 //	<prefix>production/<host>/versions/<n>.json
 //	<prefix>production/<host>/current

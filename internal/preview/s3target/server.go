@@ -17,8 +17,9 @@ import (
 )
 
 // Server is an http.Handler that serves the store's sites by Host header: preview hosts
-// (edit.<project>.<Domain>, <thread>.edit.<project>.<Domain>) from previews, and, when
-// Production is set, any other host from production/<host>/. A request reads its pointer once
+// (edit.<project>.<Domain>, <thread>.edit.<project>.<Domain>) from previews, <project>.<Domain>
+// from the project's live site (DeployProduction), and, when Production is set, any other
+// host from production/<host>/ (Publish; a host under Domain is always a project's). A request reads its pointer once
 // and is answered from that version only. GET and HEAD only; Cache-Control: no-cache.
 type Server struct {
 	s *Store
@@ -49,9 +50,9 @@ func (h *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // pointerFor returns the pointer key for a Host and the 404 text for a site without version.
 func (h *Server) pointerFor(host string) (key, missing string, err error) {
-	site, err := preview.HostSite(host, h.s.cfg.Domain)
+	site, live, err := preview.HostSite(host, h.s.cfg.Domain)
 	if err == nil {
-		return h.s.previewPointer(site), preview.MissingText(site), nil
+		return h.s.previewPointer(site, live), preview.MissingText(site, live), nil
 	}
 	name := strings.TrimSuffix(strings.ToLower(stripPort(host)), ".")
 	if !h.Production || !hostPattern.MatchString(name) {
@@ -83,9 +84,13 @@ func (h *Server) serve(w http.ResponseWriter, r *http.Request, key, missing stri
 }
 
 // blobPrefix returns the blob prefix for a manifest key: previews/<p>/threads/<t>/versions/<n>.json
-// → previews/<p>/blobs/; production/<h>/versions/<n>.json → production/<h>/blobs/.
+// and previews/<p>/live/versions/<n>.json → previews/<p>/blobs/; production/<h>/versions/<n>.json
+// → production/<h>/blobs/.
 func blobPrefix(manifestKey string) string {
 	if i := strings.LastIndex(manifestKey, "/threads/"); i >= 0 {
+		return manifestKey[:i] + "/blobs/"
+	}
+	if i := strings.LastIndex(manifestKey, "/live/versions/"); i >= 0 {
 		return manifestKey[:i] + "/blobs/"
 	}
 	return strings.TrimSuffix(manifestKey[:strings.LastIndex(manifestKey, "/versions/")], "/") + "/blobs/"

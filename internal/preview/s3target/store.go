@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // Defaults.
@@ -39,6 +41,8 @@ type Config struct {
 	Port int
 	// URLs, when set, replaces preview.URLs(site, Port, Domain) in each preview Deployment.
 	URLs func(preview.Site) []string
+	// LiveURL, when set, replaces preview.LiveURL(project, Port, Domain) for DeployProduction.
+	LiveURL func(project string) string
 	// Keep is how many manifests of each thread (or production host) survive pruning, the
 	// live one included. Default 3. Blobs are not collected (see ARCHITECTURE: "Previews on S3").
 	Keep int
@@ -55,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.URLs == nil {
 		c.URLs = func(s preview.Site) []string { return preview.URLs(s, c.Port, c.Domain) }
+	}
+	if c.LiveURL == nil {
+		c.LiveURL = func(p string) string { return preview.LiveURL(p, c.Port, c.Domain) }
 	}
 	c.Keep = cmpOr(c.Keep, DefaultKeep)
 	c.Workers = cmpOr(c.Workers, DefaultWorkers)
@@ -96,7 +103,10 @@ type Store struct {
 	locks map[string]chan struct{} // per line (thread or host); never shrinks
 }
 
-var _ preview.Target = (*Store)(nil)
+var (
+	_ preview.Target     = (*Store)(nil)
+	_ preview.Production = (*Store)(nil)
+)
 
 // New validates cfg. It does not touch the bucket.
 func New(cfg Config) (*Store, error) {
@@ -142,6 +152,21 @@ func (s *Store) Publish(ctx context.Context, host, dir string) (preview.Deployme
 	return dep, nil
 }
 
+// DeployProduction implements preview.Production: dir becomes project's live site, served at
+// <project>.<Domain> from its own pointer (previews/<project>/live/current); the project's
+// previews and its latest are not touched. The Deployment's only URL is the live URL.
+func (s *Store) DeployProduction(ctx context.Context, project, dir string) (preview.Deployment, error) {
+	if err := tenant.ValidatePart("project", project); err != nil {
+		return preview.Deployment{}, err
+	}
+	dep, err := s.deploy(ctx, s.liveLine(project), dir)
+	if err != nil {
+		return dep, err
+	}
+	dep.URLs = []string{s.cfg.LiveURL(project)}
+	return dep, nil
+}
+
 // deploy publishes dir on line l: upload, manifest, pointers, prune.
 func (s *Store) deploy(ctx context.Context, l line, dir string) (preview.Deployment, error) {
 	start := time.Now()
@@ -179,7 +204,7 @@ func (s *Store) steps(ctx context.Context, l line, dir string) (preview.Deployme
 	if err != nil {
 		return preview.Deployment{}, err
 	}
-	dep.Deleted = countMissing(prev, m)
+	dep.Deleted, dep.Previous = countMissing(prev, m), s.previous(ctx, l, cur)
 	key, n, err := s.writeManifest(ctx, l, m, cur.version+1)
 	if err != nil {
 		return preview.Deployment{}, err
@@ -205,6 +230,21 @@ func (s *Store) liveManifest(ctx context.Context, p pointer) preview.Manifest {
 	return m
 }
 
+// previous is what the owner saw before a deploy on l: its live version, else (a thread's
+// first deploy) the project's latest. Zero for production lines and new projects.
+func (s *Store) previous(ctx context.Context, l line, cur pointer) preview.Ref {
+	if l.thread == "" {
+		return preview.Ref{}
+	}
+	if cur.target != "" {
+		return preview.Ref{Thread: l.thread, Version: strconv.Itoa(cur.version)}
+	}
+	if p, err := s.readPointer(ctx, l.pointers[len(l.pointers)-1]); err == nil && p.target != "" {
+		return preview.Ref{Thread: threadOf(p.target), Version: strconv.Itoa(p.version)}
+	}
+	return preview.Ref{}
+}
+
 // knownBlobs is the content the line's live version and the other pointers' versions (the
 // project's latest) hold: blobs that certainly exist and need no upload.
 func (s *Store) knownBlobs(ctx context.Context, l line, prev preview.Manifest) map[string]int64 {
@@ -215,7 +255,7 @@ func (s *Store) knownBlobs(ctx context.Context, l line, prev preview.Manifest) m
 		}
 	}
 	add(prev)
-	for _, key := range l.pointers[1:] {
+	for _, key := range l.donors {
 		if p, err := s.readPointer(ctx, key); err == nil && p.target != "" && strings.HasPrefix(p.target, l.blobScope) {
 			add(s.liveManifest(ctx, p))
 		}
@@ -250,9 +290,12 @@ func (s *Store) lock(ctx context.Context, key string) (unlock func(), err error)
 	}
 }
 
-// line is where one site's versions live: a thread's preview or a production host.
+// line is where one site's versions live: a thread's preview, a project's live site or a
+// production host.
 type line struct {
 	name      string   // for logs and errors
+	thread    string   // the preview thread; "" for live sites and hosts
+	donors    []string // pointers whose versions' blobs a deploy may reuse without upload
 	blobScope string   // key prefix shared by the manifests whose blobs this line may reuse
 	blobs     string   // key prefix of blobs
 	versions  string   // key prefix of manifests
@@ -262,8 +305,17 @@ type line struct {
 func (s *Store) threadLine(site preview.Site) line {
 	proj := s.cfg.Prefix + "previews/" + site.Project + "/"
 	thread := proj + "threads/" + site.Thread + "/"
-	return line{name: "preview " + site.String(), blobScope: proj, blobs: proj + "blobs/", versions: thread + "versions/",
+	return line{name: "preview " + site.String(), thread: site.Thread, donors: []string{proj + "latest"},
+		blobScope: proj, blobs: proj + "blobs/", versions: thread + "versions/",
 		pointers: []string{thread + "current", proj + "latest"}}
+}
+
+// liveLine is a project's live site: its own pointer beside the previews, sharing their blobs
+// (a publish uploads nothing the latest preview already holds), never switching the latest.
+func (s *Store) liveLine(project string) line {
+	proj := s.cfg.Prefix + "previews/" + project + "/"
+	return line{name: "live " + project, donors: []string{proj + "latest"}, blobScope: proj, blobs: proj + "blobs/",
+		versions: proj + "live/versions/", pointers: []string{proj + "live/current"}}
 }
 
 func (s *Store) hostLine(host string) line {
@@ -272,8 +324,12 @@ func (s *Store) hostLine(host string) line {
 		pointers: []string{h + "current"}}
 }
 
-// previewPointer is the pointer key a Host names (Thread "" is the project's latest).
-func (s *Store) previewPointer(site preview.Site) string {
+// previewPointer is the pointer key a Host names (Thread "" is the project's latest; live
+// its live site).
+func (s *Store) previewPointer(site preview.Site, live bool) string {
+	if live {
+		return s.liveLine(site.Project).pointers[0]
+	}
 	if site.Thread == "" {
 		return s.threadLine(preview.Site{Project: site.Project, Thread: "x"}).pointers[1]
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
@@ -70,6 +71,98 @@ func TestPublishServesByHost(t *testing.T) {
 	if _, err := store.Publish(ctx, "Bad_Host", src); !errors.Is(err, s3target.ErrInvalidHost) {
 		t.Errorf("Publish(Bad_Host) = %v, want ErrInvalidHost", err)
 	}
+}
+
+// TestDeployProductionServesLiveHost: a project's live site is served at <project>.<domain>
+// from its own pointer; previews and the project's latest never move it, nor it them.
+func TestDeployProductionServesLiveHost(t *testing.T) {
+	t.Parallel()
+	store, ts := setup(t, nil)
+	ctx := context.Background()
+	expect := func(host, want string, status int) {
+		t.Helper()
+		got, body, err := get(ctx, ts, host, "/")
+		if err != nil || got != status || (want != "" && body != want) {
+			t.Errorf("GET %s/ = %d %q %v, want %d %q", host, got, body, err, status, want)
+		}
+	}
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	deployTree(t, store, site, map[string]string{"index.html": "draft 1"})
+	expect("acme.localhost", "", http.StatusNotFound) // not live before its first publish
+	live := t.TempDir()
+	writeTree(t, live, map[string]string{"index.html": "draft 1"})
+	dep, err := store.DeployProduction(ctx, "acme", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dep.URLs) != 1 || dep.URLs[0] != "http://acme.localhost/" || dep.Written != 0 || dep.Unchanged != 1 {
+		t.Fatalf("DeployProduction = %+v, want only http://acme.localhost/ and the blob reused from the preview", dep)
+	}
+	deployTree(t, store, site, map[string]string{"index.html": "draft 2"})
+	expect("acme.localhost:8080", "draft 1", http.StatusOK)
+	expect("edit.acme.localhost", "draft 2", http.StatusOK)
+	expect("t1.edit.acme.localhost", "draft 2", http.StatusOK)
+	if _, err := store.DeployProduction(ctx, "Bad_Project", live); err == nil {
+		t.Error("DeployProduction(Bad_Project): expected an error")
+	}
+}
+
+// TestDeployReportsPrevious: a deploy names what the owner saw before: the thread's last
+// version, or for a thread's first deploy the project's latest.
+func TestDeployReportsPrevious(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t, nil)
+	first := deployTree(t, store, preview.Site{Project: "acme", Thread: "t1"}, map[string]string{"index.html": "a"})
+	if !first.Previous.IsZero() {
+		t.Errorf("first deploy of the project: Previous = %+v, want zero", first.Previous)
+	}
+	again := deployTree(t, store, preview.Site{Project: "acme", Thread: "t1"}, map[string]string{"index.html": "b"})
+	if want := (preview.Ref{Thread: "t1", Version: first.Version}); again.Previous != want {
+		t.Errorf("second deploy of t1: Previous = %+v, want %+v", again.Previous, want)
+	}
+	other := deployTree(t, store, preview.Site{Project: "acme", Thread: "t2"}, map[string]string{"index.html": "c"})
+	if want := (preview.Ref{Thread: "t1", Version: again.Version}); other.Previous != want {
+		t.Errorf("first deploy of t2: Previous = %+v, want the latest %+v", other.Previous, want)
+	}
+}
+
+// TestVersionReadsBack: a deployed version reads back (files, content) while its thread keeps
+// it; another id is ErrNoVersion.
+func TestVersionReadsBack(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t, nil)
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	dep := deployTree(t, store, site, map[string]string{"index.html": "hello", "a/b.css": "b{}"})
+	deployTree(t, store, site, map[string]string{"index.html": "later"})
+	v, err := store.Version(context.Background(), site, dep.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if files := v.Files(); len(files) != 2 || v.ID() != dep.Version {
+		t.Fatalf("version %s: files %v, id %s", dep.Version, files, v.ID())
+	}
+	rec := httptest.NewRecorder()
+	v.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "hello" {
+		t.Errorf("GET / of version %s = %d %q, want 200 hello", dep.Version, rec.Code, rec.Body.String())
+	}
+	for _, id := range []string{"9", "x", "0"} {
+		if _, err := store.Version(context.Background(), site, id); !errors.Is(err, preview.ErrNoVersion) {
+			t.Errorf("Version(%q) = %v, want ErrNoVersion", id, err)
+		}
+	}
+}
+
+func deployTree(t *testing.T, store *s3target.Store, site preview.Site, files map[string]string) preview.Deployment {
+	t.Helper()
+	src := t.TempDir()
+	writeTree(t, src, files)
+	dep, err := store.Deploy(context.Background(), site, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dep
 }
 
 // TestRangeRequest: a ranged GET is served from the blob by a ranged S3 read.

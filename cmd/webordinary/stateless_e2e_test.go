@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/agent/agenttest"
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/router"
+)
+
+// TestStatelessWorkerResumesSession: job 1 of a thread runs on worker process A with its own
+// directories; A is SIGKILLed; job 2 of the thread runs on worker process B with other, empty
+// directories and resumes the same Claude session (fakeclaude: --resume of job 1's session,
+// whose file B got from the engine), and serve serves the thread's preview from the engine
+// (--previews engine: no directory shared by the workers and serve).
+func TestStatelessWorkerResumesSession(t *testing.T) {
+	t.Parallel()
+	dir := reachableTempDir(t)
+	origin := bareSite(t, dir)
+	c, previewAddr := startServeOnly(t, dir)
+	claude := agenttest.BuildFakeClaude(t)
+	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "claude", "--agent-command", claude)
+
+	a := c.statelessWorker(t, "a", previewAddr)
+	ctx := t.Context()
+	job1 := c.sendThread(ctx, "replace Hello with Job one in index.html")
+	session := matchOne(t, `started session ([0-9a-f-]{36}) \(turn 1\)`, job1.Result.Summary)
+	if _, err := os.Stat(sessionFile(dir, "a", session)); err != nil {
+		t.Fatalf("job 1's session file on A: %v", err)
+	}
+	if err := a.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.statelessWorker(t, "b", previewAddr)
+	job2 := c.sendThread(ctx, "replace Job one with Job two in index.html")
+	if got := matchOne(t, `resumed session ([0-9a-f-]{36}) \(turn 2\)`, job2.Result.Summary); got != session {
+		t.Fatalf("job 2 resumed session %s, expected job 1's %s", got, session)
+	}
+	checkSessionOnB(t, dir, session)
+	if job2.Worker == job1.Worker {
+		t.Fatalf("both jobs ran on worker %s", job1.Worker)
+	}
+	if body := previewFile(t, "t1.edit.site.localhost:"+portOf(previewAddr), "/"); !strings.Contains(body, "Job two") {
+		t.Fatalf("serve's preview of the thread: %q", body)
+	}
+	if cached, _ := os.ReadDir(filepath.Join(dir, "data", "preview-cache")); len(cached) == 0 {
+		t.Fatal("serve served the preview without reading it from the engine into its cache")
+	}
+	for i, j := range []broker.JobRecord{job1, job2} {
+		t.Logf("job %d on %s: stages (ms) %v", i+1, j.Worker, j.Result.Report.StagesMs)
+	}
+	logStateFigures(t, dir)
+}
+
+// startServeOnly starts serve without workers, serving previews from the engine, with a
+// ready file that names the engine and the preview address.
+func startServeOnly(t *testing.T, dir string) (*cluster, string) {
+	t.Helper()
+	ready := filepath.Join(dir, "ready.json")
+	c := &cluster{t: t, dir: dir}
+	c.serveP = c.start("serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
+		"--nats-listen", "127.0.0.1:0", "--smtp", "", "--ready-file", ready, "--workers", "0", "--log-level", "warn",
+		"--reconcile", "300ms", "--previews", "engine")
+	t.Cleanup(c.stopAll)
+	c.api, c.nats = waitReady(t, ready)
+	return c, readyField(t, ready, "preview")
+}
+
+// statelessWorker starts a worker process whose data, workspaces, state and shots are
+// directories of its own under dir/<name>, deploying previews into the engine.
+func (c *cluster) statelessWorker(t *testing.T, name, previewAddr string) *os.Process {
+	t.Helper()
+	own := filepath.Join(c.dir, name)
+	creds := c.natsCreds()
+	cmd := exec.Command(os.Args[0], "worker", "--nats", c.nats, "--data", filepath.Join(own, "data"), "--workers", "1",
+		"--lease-ttl", "1s", "--log-level", "info", "--workspaces", filepath.Join(own, "workspaces"),
+		"--state", filepath.Join(own, "state"), "--previews", "engine", "--shots", filepath.Join(own, "shots"),
+		"--chromium", "off", "--preview-port", portOf(previewAddr))
+	// Its own data directory; the engine's credentials come from the environment, as on
+	// another machine.
+	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1", "WO_NATS_USER="+creds.User, "WO_NATS_PASSWORD="+creds.Password)
+	return c.startCmd(cmd).Process
+}
+
+// sendThread submits instruction on thread t1 of site/alice and waits until it is done.
+func (c *cluster) sendThread(ctx context.Context, instruction string) broker.JobRecord {
+	c.t.Helper()
+	rec, err := c.client().Submit(ctx, router.Request{Project: "site", User: "alice", Thread: "t1", Instruction: instruction})
+	if err != nil {
+		c.t.Fatalf("submit: %v", err)
+	}
+	rec = c.job(ctx, rec.Job.ID, 60*time.Second)
+	if rec.State != broker.StateDone || rec.Result == nil {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "procs.log"))
+		c.t.Fatalf("job %q ended %s: %+v\n%s", instruction, rec.State, rec.Result, log)
+	}
+	return rec
+}
+
+func sessionFile(dir, worker, session string) string {
+	return filepath.Join(dir, worker, "state", "site", "alice", "agent", "fakeclaude", "sessions", session+".json")
+}
+
+// checkSessionOnB checks that B's copy of the session holds both runs: job 1's from A and its own.
+func checkSessionOnB(t *testing.T, dir, session string) {
+	t.Helper()
+	raw, err := os.ReadFile(sessionFile(dir, "b", session))
+	if err != nil {
+		t.Fatalf("the session file on B: %v", err)
+	}
+	var s struct {
+		Runs []struct{ Prompt string } `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil || len(s.Runs) != 2 || !strings.Contains(s.Runs[0].Prompt, "Job one") {
+		t.Fatalf("the session on B: expected job 1's run then job 2's, got %s (%v)", raw, err)
+	}
+}
+
+func matchOne(t *testing.T, pattern, s string) string {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("expected %s in %q", pattern, s)
+	}
+	return m[1]
+}
+
+func portOf(addr string) string {
+	_, p, _ := strings.Cut(addr, ":")
+	return p
+}
+
+// logStateFigures logs the workers' "agent state" lines (sizes).
+func logStateFigures(t *testing.T, dir string) {
+	log, _ := os.ReadFile(filepath.Join(dir, "procs.log"))
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "agent state") {
+			t.Log(line)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// blobOpener opens the object store bucket wo_b_<name> of each blob store once per backend.
+type blobOpener struct {
+	a      *adapter
+	mu     sync.Mutex
+	stores map[string]*blobs
+}
+
+func newBlobOpener(a *adapter) *blobOpener { return &blobOpener{a: a, stores: map[string]*blobs{}} }
+
+func (o *blobOpener) open(ctx context.Context, name string) (broker.Blobs, error) {
+	if !tableName.MatchString(name) {
+		return nil, fmt.Errorf("natsjs: blob store name %q must match ^[a-z0-9_]+$", name)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b := o.stores[name]; b != nil {
+		return b, nil
+	}
+	obs, err := o.a.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "wo_b_" + name,
+		Storage: jetstream.FileStorage, Replicas: o.a.cfg.Replicas})
+	if err != nil {
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: object store %s: %w", name, err))
+	}
+	b := &blobs{obs: obs}
+	o.stores[name] = b
+	return b, nil
+}
+
+// blobs is a JetStream object store. A version is the object's NUID, new on every put.
+type blobs struct{ obs jetstream.ObjectStore }
+
+var _ broker.Blobs = (*blobs)(nil)
+
+func checkBlobKey(key string) error {
+	if !broker.BlobKey.MatchString(key) {
+		return fmt.Errorf("natsjs: blob key %q must match %s", key, broker.BlobKey)
+	}
+	return nil
+}
+
+func (b *blobs) Put(ctx context.Context, key string, value []byte) (string, error) {
+	if err := checkBlobKey(key); err != nil {
+		return "", err
+	}
+	if len(value) > broker.MaxBlobSize {
+		return "", fmt.Errorf("natsjs: blob %s is %d bytes, over %d: %w", key, len(value), broker.MaxBlobSize, broker.ErrTooLarge)
+	}
+	info, err := b.obs.PutBytes(ctx, key, value)
+	if err != nil {
+		return "", ctxErr(ctx, fmt.Errorf("natsjs: put blob %s: %w", key, err))
+	}
+	return info.NUID, nil
+}
+
+func (b *blobs) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := checkBlobKey(key); err != nil {
+		return nil, "", err
+	}
+	res, err := b.obs.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, "", broker.ErrNotFound
+	}
+	if err != nil {
+		return nil, "", ctxErr(ctx, fmt.Errorf("natsjs: get blob %s: %w", key, err))
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil {
+		return nil, "", ctxErr(ctx, fmt.Errorf("natsjs: get blob %s: %w", key, err))
+	}
+	value, err := io.ReadAll(res)
+	if err != nil {
+		return nil, "", ctxErr(ctx, fmt.Errorf("natsjs: read blob %s: %w", key, err))
+	}
+	return value, info.NUID, nil
+}
+
+func (b *blobs) Version(ctx context.Context, key string) (string, error) {
+	if err := checkBlobKey(key); err != nil {
+		return "", err
+	}
+	info, err := b.obs.GetInfo(ctx, key)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return "", broker.ErrNotFound
+	}
+	if err != nil {
+		return "", ctxErr(ctx, fmt.Errorf("natsjs: blob %s: %w", key, err))
+	}
+	return info.NUID, nil
+}
+
+func (b *blobs) Delete(ctx context.Context, key string) error {
+	if err := checkBlobKey(key); err != nil {
+		return err
+	}
+	err := b.obs.Delete(ctx, key)
+	if err == nil || errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil
+	}
+	return ctxErr(ctx, fmt.Errorf("natsjs: delete blob %s: %w", key, err))
+}

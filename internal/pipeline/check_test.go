@@ -1,0 +1,225 @@
+package pipeline_test
+
+import (
+	"image"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "image/png"
+
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
+	"github.com/webordinary/webordinary/internal/worker"
+)
+
+// The check turn's tests: the fake agent's "on-images" lines run only in a turn whose prompt
+// names pictures (the check turn), after reading each of them as images. The instruction's
+// other lines run again in that turn, so they are idempotent writes.
+const (
+	blueHeader  = `write index.html: <html><body style="margin:0"><div style="background:#0000ff;height:300px">Hello</div></body></html>`
+	greenHeader = `write index.html: <html><body style="margin:0"><div style="background:#00aa00;height:300px">Hello</div></body></html>`
+)
+
+// checkFixture is a fixture whose pipeline takes pictures.
+type checkFixture struct {
+	*fixture
+	sh *shots.Shooter
+}
+
+// setupCheck is a pipeline that takes pictures (skipping the test without Chromium), on a
+// project with the check turn on (and mods).
+func setupCheck(t *testing.T, mods ...func(*project.Project)) checkFixture {
+	t.Helper()
+	if shots.FindBrowser() == "" {
+		t.Skip("no Chromium installed (apt-get install chromium; CI installs it): the check turn needs pictures")
+	}
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := shots.New(shots.Config{Dir: filepath.Join(t.TempDir(), "shots"), Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := setupConfig(t, site, func(p *project.Project) {
+		p.CheckTurn = true
+		for _, m := range mods {
+			m(p)
+		}
+	},
+		func(c *pipelineConfig) { c.Shots = sh })
+	return checkFixture{f, sh}
+}
+
+// checkRun runs instruction on thread t1 and fails the test unless the job is done.
+func (f *fixture) checkRun(instruction string) (string, worker.Outcome) {
+	f.t.Helper()
+	tk := task("t1", instruction)
+	out, err := f.run(tk)
+	if err != nil {
+		f.t.Fatalf("job: %v (%+v)", err, out)
+	}
+	f.t.Logf("job %d ms, stages (ms) %v", out.Report.DurationMs, out.Report.StagesMs)
+	return tk.Job.ID, out
+}
+
+// versions counts the thread's preview versions (one per deploy).
+func (f *fixture) versions(thread string) int {
+	f.t.Helper()
+	m, err := filepath.Glob(filepath.Join(f.dir, "previews", "site", "threads", thread, "versions", "*.json"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return len(m)
+}
+
+// commits counts the thread's commits on top of main at the origin.
+func (f *fixture) commits(thread string) string {
+	return git(f.t, f.origin, "rev-list", "--count", "main..thread-"+thread)
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestCheckTurnFixesAMiss(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t)
+	job, out := f.checkRun(blueHeader + "\non-images " + greenHeader)
+	c := out.Report.Check
+	// The project's first deploy has no before: both pages are new, at two widths.
+	if c == nil || !c.Changed || c.Pictures != 4 || !strings.Contains(c.Summary, "looked at 4 pictures (png 1280x800, png 390x") {
+		t.Fatalf("check report: %+v", c)
+	}
+	if _, ok := out.Report.StagesMs["check"]; !ok {
+		t.Errorf("stages %v lack check", out.Report.StagesMs)
+	}
+	// first turn: 1 edit; check turn: the instruction's write again and the fix.
+	if !near(out.Report.AgentCostUSD, 0.03) || out.Report.AgentTurns != 2+3 {
+		t.Errorf("agent cost $%v in %d turns, want $0.03 in 5", out.Report.AgentCostUSD, out.Report.AgentTurns)
+	}
+	if !strings.Contains(out.Summary, "I looked at the result and fixed what I had missed: ") {
+		t.Errorf("summary does not mention the fix:\n%s", out.Summary)
+	}
+	if body := git(t, f.origin, "show", "thread-t1:index.html"); !strings.Contains(body, "#00aa00") {
+		t.Errorf("committed index.html lacks the fix:\n%s", body)
+	}
+	if n := f.commits("t1"); n != "1" {
+		t.Errorf("%s commits on the thread, want 1", n)
+	}
+	if _, body := f.page(urls(out)[0], "/"); !strings.Contains(body, "#00aa00") {
+		t.Errorf("the preview lacks the fix: %q", body)
+	}
+	if n := f.versions("t1"); n != 2 {
+		t.Errorf("%d deploys, want 2 (the first try, the fix)", n)
+	}
+	f.wantAfterColour(job, color.RGBA{0, 0xaa, 0, 0xff})
+}
+
+// wantAfterColour checks that the job's first after-picture shows the header in c: the
+// pictures are of the final state.
+func (f checkFixture) wantAfterColour(job string, c color.RGBA) {
+	f.t.Helper()
+	store := f.sh.Store()
+	rep, err := store.Report(job)
+	if err != nil || len(rep.Pages) == 0 || len(rep.Pages[0].Shots) == 0 {
+		f.t.Fatalf("pictures: %+v %v", rep, err)
+	}
+	path, _ := store.Path(job, rep.Pages[0].Shots[0].After)
+	file, err := os.Open(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer file.Close()
+	img, _, err := image.Decode(file)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if got := color.RGBAModel.Convert(img.At(50, 50)).(color.RGBA); got != c {
+		f.t.Errorf("after picture's header is %v, want %v", got, c)
+	}
+}
+
+func TestCheckTurnFindsItFine(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t)
+	job, out := f.checkRun(blueHeader + "\non-images say It looks right.")
+	c := out.Report.Check
+	if c == nil || c.Changed || c.Note != "" || c.Pictures != 4 || !strings.Contains(c.Summary, `said "It looks right."`) {
+		t.Fatalf("check report: %+v", c)
+	}
+	if strings.Contains(out.Summary, "I looked at the result") {
+		t.Errorf("the reply mentions a check that changed nothing:\n%s", out.Summary)
+	}
+	if n, v := f.commits("t1"), f.versions("t1"); n != "1" || v != 1 {
+		t.Errorf("%s commits and %d deploys, want 1 and 1", n, v)
+	}
+	if !near(out.Report.AgentCostUSD, 0.02) {
+		t.Errorf("agent cost $%v, want $0.02 (an edit in each turn)", out.Report.AgentCostUSD)
+	}
+	f.wantAfterColour(job, color.RGBA{0, 0, 0xff, 0xff})
+}
+
+func TestCheckTurnFailureKeepsTheJob(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t)
+	_, out := f.checkRun(blueHeader + "\non-images append index.html: <p>half a fix</p>\non-images fail could not decide")
+	c := out.Report.Check
+	if c == nil || c.Changed || !strings.Contains(c.Note, "did not count") {
+		t.Fatalf("check report: %+v", c)
+	}
+	if body := git(t, f.origin, "show", "thread-t1:index.html"); !strings.Contains(body, "#0000ff") || strings.Contains(body, "half a fix") {
+		t.Errorf("committed index.html should be the first turn's, without the failed check's edit:\n%s", body)
+	}
+	if strings.Contains(out.Summary, "I looked at the result") {
+		t.Errorf("the reply mentions a failed check:\n%s", out.Summary)
+	}
+	if !near(out.Report.AgentCostUSD, 0.03) {
+		t.Errorf("agent cost $%v, want $0.03 (the failed turn counts)", out.Report.AgentCostUSD)
+	}
+	if v := f.versions("t1"); v != 1 {
+		t.Errorf("%d deploys, want 1", v)
+	}
+}
+
+func TestCheckTurnFixThatDoesNotBuildIsUndone(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t, func(p *project.Project) {
+		p.BuildCommand, p.OutputDir = "test ! -e broken && mkdir -p dist && cp *.html dist/", "dist"
+	})
+	_, out := f.checkRun(blueHeader + "\non-images write broken: yes")
+	c := out.Report.Check
+	if c == nil || c.Changed || !strings.Contains(c.Note, "its fix did not build") {
+		t.Fatalf("check report: %+v", c)
+	}
+	if files := git(t, f.origin, "ls-tree", "--name-only", "thread-t1"); strings.Contains(files, "broken") {
+		t.Errorf("the commit has the undone fix's file:\n%s", files)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "ws", "site", "alice", "broken")); !os.IsNotExist(err) {
+		t.Errorf("the undone fix's file is still in the working tree: %v", err)
+	}
+	if _, body := f.page(urls(out)[0], "/"); !strings.Contains(body, "#0000ff") {
+		t.Errorf("the preview should still be the first try's: %q", body)
+	}
+	if v := f.versions("t1"); v != 1 {
+		t.Errorf("%d deploys, want 1", v)
+	}
+}
+
+func TestCheckTurnOffByDefault(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	_, out := f.checkRun(blueHeader + "\non-images " + greenHeader)
+	if _, ok := out.Report.StagesMs["check"]; ok || out.Report.Check != nil {
+		t.Fatalf("a check turn ran: stages %v, check %+v", out.Report.StagesMs, out.Report.Check)
+	}
+	if body := git(t, f.origin, "show", "thread-t1:index.html"); !strings.Contains(body, "#0000ff") {
+		t.Errorf("committed index.html:\n%s", body)
+	}
+	if !near(out.Report.AgentCostUSD, 0.01) {
+		t.Errorf("agent cost $%v, want $0.01", out.Report.AgentCostUSD)
+	}
+}

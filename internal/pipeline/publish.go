@@ -1,0 +1,311 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/worker"
+	"github.com/webordinary/webordinary/internal/workspace"
+)
+
+// errOwner is a failure whose message is written for the site owner: it says plainly what
+// happened and that the live site is unchanged. It is permanent (retrying cannot help).
+func errOwner(format string, args ...any) error {
+	return ownerError(fmt.Sprintf(format, args...))
+}
+
+type ownerError string
+
+func (e ownerError) Error() string { return string(e) }
+func (e ownerError) Unwrap() error { return worker.ErrPermanent }
+
+// live is one publish or undo in progress.
+type live struct {
+	target preview.Production
+	before string // the default branch's head before
+	after  string // and after the merge or revert
+	fresh  bool   // the default branch changed
+}
+
+// production returns the configured production target.
+func (p *Pipeline) production() (preview.Production, bool) {
+	if p.cfg.Production != nil {
+		return p.cfg.Production, true
+	}
+	prod, ok := p.cfg.Preview.(preview.Production)
+	return prod, ok
+}
+
+// publishLive merges the thread's branch into the project's default branch, builds the site
+// from it, pushes it and deploys it to production.
+func (r *run) publishLive(ctx context.Context) (worker.Outcome, error) {
+	lv, err := r.startLive(ctx)
+	if err != nil {
+		return r.outcome(""), err
+	}
+	if err := r.stage("merge", func() error { return r.mergeThread(ctx, lv) }); err != nil {
+		return r.liveFailed(ctx, err)
+	}
+	out, err := r.goLive(ctx, lv)
+	if err != nil {
+		return out, err
+	}
+	r.recordPublish(ctx, lv, out.Report.LiveURL)
+	out.Summary = "Your changes from this conversation are live at " + out.Report.LiveURL + "."
+	if !lv.fresh {
+		out.Summary = "Everything from this conversation was already published; the live site at " + out.Report.LiveURL + " is up to date."
+	}
+	return out, nil
+}
+
+// undoLive reverts the thread's last publish with a commit that restores the default
+// branch's content from before it, then builds, pushes and deploys that.
+func (r *run) undoLive(ctx context.Context) (worker.Outcome, error) {
+	lv, err := r.startLive(ctx)
+	if err != nil {
+		return r.outcome(""), err
+	}
+	n := len(r.thread.Publishes) - 1
+	if n < 0 || (r.thread.Publishes[n].UndoneBy != "" && r.thread.Publishes[n].UndoneBy != r.task.Job.ID) {
+		return r.outcome(""), errOwner("There is no publish from this conversation to undo, so nothing changed on the live site.")
+	}
+	if err := r.stage("revert", func() error { return r.revertPublish(ctx, lv, r.thread.Publishes[n]) }); err != nil {
+		return r.liveFailed(ctx, err)
+	}
+	out, err := r.goLive(ctx, lv)
+	if err != nil {
+		return out, err
+	}
+	r.recordUndo(ctx, n)
+	out.Summary = "I undid the last publish: the live site at " + out.Report.LiveURL + " is back to how it was before it."
+	return out, nil
+}
+
+// startLive checks that there is somewhere to publish to and syncs the workspace.
+func (r *run) startLive(ctx context.Context) (*live, error) {
+	target, ok := r.p.production()
+	if !ok {
+		return nil, errOwner("This site has no live address set up yet, so nothing was published. The operator has to set one up first.")
+	}
+	if err := r.stage("git", func() error { return r.ws.Sync(ctx) }); err != nil {
+		return nil, err
+	}
+	return &live{target: target}, nil
+}
+
+// liveFailed reports a publish or undo that stopped before anything went live.
+func (r *run) liveFailed(ctx context.Context, err error) (worker.Outcome, error) {
+	if ctx.Err() != nil {
+		return r.outcome(""), context.Cause(ctx)
+	}
+	return r.outcome(""), err
+}
+
+// mergeThread merges the thread's branch into the default branch. On a conflict the agent is
+// asked to bring the thread's branch up to date with the default branch first.
+func (r *run) mergeThread(ctx context.Context, lv *live) error {
+	if err := r.ws.Checkout(ctx, r.thread.Branch, r.proj.DefaultBranch); err != nil {
+		return err
+	}
+	head, err := r.ws.Head(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.checkoutDefault(ctx, lv); err != nil {
+		return err
+	}
+	if r.ws.IsAncestor(ctx, head, lv.before) {
+		lv.after = lv.before
+		return nil
+	}
+	err = r.ws.Merge(ctx, head, "Publish "+r.thread.Branch, r.trailers())
+	if errors.Is(err, workspace.ErrConflict) {
+		if head, err = r.updateThread(ctx, err); err != nil {
+			return err
+		}
+		if err = r.checkoutDefault(ctx, lv); err == nil {
+			err = r.ws.Merge(ctx, head, "Publish "+r.thread.Branch, r.trailers())
+		}
+	}
+	if errors.Is(err, workspace.ErrConflict) {
+		return errOwner("Your changes conflict with changes made to the live site since this conversation started, "+
+			"and they could not be reconciled, so nothing was published; the live site is unchanged. (%v)", err)
+	}
+	if err != nil {
+		return err
+	}
+	lv.after, err = r.ws.Head(ctx)
+	lv.fresh = true
+	return err
+}
+
+func (r *run) checkoutDefault(ctx context.Context, lv *live) error {
+	if err := r.ws.Checkout(ctx, r.proj.DefaultBranch, r.proj.DefaultBranch); err != nil {
+		return err
+	}
+	var err error
+	lv.before, err = r.ws.Head(ctx)
+	r.base = lv.before
+	return err
+}
+
+// updateThread merges the default branch into the thread's branch, has the agent resolve the
+// conflicts, commits and pushes the result, and returns the thread's new head.
+func (r *run) updateThread(ctx context.Context, conflict error) (string, error) {
+	r.log.InfoContext(ctx, "publish: conflict; asking the agent to bring the thread up to date", slog.Any("conflict", conflict))
+	if err := r.ws.Checkout(ctx, r.thread.Branch, r.proj.DefaultBranch); err != nil {
+		return "", err
+	}
+	r.base, _ = r.ws.Head(ctx)
+	paths, err := r.ws.MergeStart(ctx, "origin/"+r.proj.DefaultBranch, "Bring "+r.thread.Branch+" up to date with "+r.proj.DefaultBranch)
+	if err != nil || len(paths) == 0 {
+		return r.ws.Head(ctx)
+	}
+	if err := r.own(); err != nil {
+		return "", err
+	}
+	if err := r.runAgent(ctx, conflictPrompt(r.proj.DefaultBranch, paths)); err != nil {
+		return "", errOwner("Your changes conflict with changes made to the live site since this conversation started, " +
+			"and reconciling them failed, so nothing was published; the live site is unchanged.")
+	}
+	if left := r.ws.HasMarkers(paths); len(left) > 0 {
+		return "", errOwner("Your changes conflict with changes made to the live site since this conversation started "+
+			"(in %s), and they could not be reconciled, so nothing was published; the live site is unchanged.", strings.Join(left, ", "))
+	}
+	sha, _, err := r.ws.Commit(ctx, "Bring "+r.thread.Branch+" up to date with "+r.proj.DefaultBranch, r.author(), r.trailers())
+	if err == nil {
+		err = r.push(ctx)
+	}
+	return sha, err
+}
+
+func conflictPrompt(branch string, paths []string) string {
+	return "Before this conversation's changes can go live, they must be combined with changes made to the " + branch +
+		" branch since. Git stopped on conflicts in these files (marked with <<<<<<< ======= >>>>>>> lines):\n- " +
+		strings.Join(paths, "\n- ") + "\n\nResolve every conflict so that both the owner's changes from this conversation and the " +
+		"newer changes are kept, and remove all conflict markers. Do not change anything else."
+}
+
+// revertPublish restores the default branch's content from before p, as a new commit.
+func (r *run) revertPublish(ctx context.Context, lv *live, p project.Publish) error {
+	if err := r.checkoutDefault(ctx, lv); err != nil {
+		return err
+	}
+	if found, _ := r.ws.FindTrailer(ctx, "HEAD", "Command-Id", r.task.Job.ID); found != "" {
+		lv.after, lv.fresh = found, true // redelivered: already reverted and pushed
+		return nil
+	}
+	if lv.before != p.After {
+		return errOwner("Something else was published after this conversation's last publish, so I did not undo it; the live site is unchanged.")
+	}
+	if err := r.ws.Restore(ctx, p.Before); err != nil {
+		return err
+	}
+	sha, committed, err := r.ws.Commit(ctx, "Undo publish of "+r.thread.Branch+" ("+p.Job+")", r.author(), r.trailers())
+	if err != nil {
+		return err
+	}
+	if !committed {
+		sha = lv.before
+	}
+	lv.after, lv.fresh = sha, committed
+	return nil
+}
+
+// goLive builds the checked-out default branch, pushes it and deploys it to production,
+// checking the lease before each irreversible step.
+func (r *run) goLive(ctx context.Context, lv *live) (worker.Outcome, error) {
+	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
+	if err := r.own(); err != nil {
+		return r.outcome(""), err
+	}
+	var err error
+	r.stage("build", func() error {
+		r.buildRes, err = build.Run(ctx, r.ws.Dir, plan, r.buildConfig())
+		return err
+	})
+	r.splitInstall()
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.outcome(""), context.Cause(ctx)
+		}
+		return r.outcome(""), errOwner("The site did not build from %s, so nothing was published; the live site is unchanged. (%v)", r.proj.DefaultBranch, err)
+	}
+	if lv.fresh {
+		if err := r.stage("push", func() error { return r.pushDefault(ctx) }); err != nil {
+			return r.outcome(""), err
+		}
+	}
+	var dep preview.Deployment
+	err = r.stage("deploy", func() error {
+		if err := r.task.CheckLease(ctx); err != nil {
+			return err
+		}
+		dir, cleanup, err := r.siteDir(ctx)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		dep, err = lv.target.DeployProduction(ctx, r.proj.ID, dir)
+		return err
+	})
+	sha := ""
+	if lv.fresh {
+		sha = lv.after
+	}
+	out := r.outcome(sha)
+	out.Report.PublishedFrom = lv.before
+	if err != nil {
+		return out, err
+	}
+	out.Report.LiveURL = dep.URLs[0]
+	return out, nil
+}
+
+func (r *run) pushDefault(ctx context.Context) error {
+	if err := r.task.CheckLease(ctx); err != nil {
+		return err
+	}
+	return r.ws.Push(ctx, r.proj.DefaultBranch)
+}
+
+// recordPublish remembers a publish that changed the default branch on the thread, for undo.
+func (r *run) recordPublish(ctx context.Context, lv *live, url string) {
+	if !lv.fresh {
+		return
+	}
+	p := project.Publish{Job: r.task.Job.ID, Before: lv.before, After: lv.after, URL: url, At: time.Now().UTC()}
+	r.saveThread(ctx, func(t *project.Thread) {
+		for _, x := range t.Publishes {
+			if x.Job == p.Job {
+				return
+			}
+		}
+		t.Publishes = append(t.Publishes, p)
+	})
+}
+
+// recordUndo marks publish n as undone by this job.
+func (r *run) recordUndo(ctx context.Context, n int) {
+	r.saveThread(ctx, func(t *project.Thread) {
+		if n < len(t.Publishes) {
+			t.Publishes[n].UndoneBy = r.task.Job.ID
+		}
+	})
+}
+
+func (r *run) saveThread(ctx context.Context, fn func(*project.Thread)) {
+	th, err := r.p.cfg.Threads.Update(context.WithoutCancel(ctx), r.thread.ID, fn)
+	if err != nil {
+		r.log.WarnContext(ctx, "record the publish on the thread", slog.Any("err", err))
+		return
+	}
+	r.thread = th
+}

@@ -1,0 +1,55 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/shots"
+)
+
+// takeShots takes the pictures of what the job's deploy changed (see package shots). Whatever
+// happens is in the job's shots report (also returned) and the log; the job goes on.
+func (r *run) takeShots(ctx context.Context, sha string) shots.Report {
+	sh := r.p.cfg.Shots
+	versions, ok := r.p.cfg.Preview.(preview.Versions)
+	if sh == nil || !ok || r.deploy.Version == "" {
+		return shots.Report{Note: "No pictures: the server takes none here."}
+	}
+	site := preview.Site{Project: r.proj.ID, Thread: r.thread.ID}
+	req := shots.Request{JobID: r.task.Job.ID, Warm: r.warm}
+	var err error
+	if req.After, err = versions.Version(ctx, site, r.deploy.Version); err != nil {
+		r.log.WarnContext(ctx, "shots: cannot read the deployed version", slog.Any("err", err))
+		return shots.Report{Note: "No pictures: " + err.Error()}
+	}
+	defer req.After.Close()
+	if prev := r.deploy.Previous; !prev.IsZero() {
+		before := preview.Site{Project: site.Project, Thread: prev.Thread}
+		if req.Before, err = versions.Version(ctx, before, prev.Version); err == nil {
+			defer req.Before.Close()
+		} // pruned since: every page counts as new
+	}
+	req.Sources = r.sources(ctx, sha)
+	rep, _ := sh.Shoot(ctx, req) // logged and stored by Shoot
+	return rep
+}
+
+// sources are the repository paths the job changed: in its commit sha, or — before the
+// commit ("") — in the working tree.
+func (r *run) sources(ctx context.Context, sha string) []string {
+	ctx = context.WithoutCancel(ctx)
+	if sha == "" {
+		paths, _ := r.ws.Status(ctx)
+		return paths
+	}
+	files, _, err := r.ws.Changes(ctx, r.base, sha)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Path
+	}
+	return out
+}

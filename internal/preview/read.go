@@ -1,0 +1,118 @@
+package preview
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// ErrNoVersion is returned by Versions.Version for a version the thread does not hold (never
+// deployed, or pruned).
+var ErrNoVersion = errors.New("no such preview version")
+
+// Versions reads published versions back, for whoever needs a version other than the live one
+// (the pictures of what a deploy changed render the version before it too).
+type Versions interface {
+	// Version opens version id of site's thread. It fails with ErrNoVersion when the thread
+	// does not hold it (pruned, or never deployed) and with an error matching
+	// tenant.ErrInvalid for an invalid site. Safe for concurrent use; the caller closes the
+	// Version. A Version stays readable while open only as long as its thread keeps it (see
+	// DirConfig.Keep): a request for a blob pruned since answers 500.
+	Version(ctx context.Context, site Site, id string) (*Version, error)
+}
+
+var _ Versions = (*Dir)(nil)
+
+// File is one file of a Version.
+type File struct {
+	SHA256 string // lowercase hex of the content
+	Size   int64
+}
+
+// Version is one published version of a thread's preview, pinned: it serves that version's
+// files over HTTP (the same lookup as Server, whatever the Host header) however often the
+// thread deploys since.
+type Version struct {
+	v    version
+	root *os.Root // a Dir's blob directory, closed by Close; nil for other stores
+}
+
+// Version implements Versions.
+func (d *Dir) Version(ctx context.Context, site Site, id string) (*Version, error) {
+	if err := site.Validate(); err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(id)
+	if err != nil || n <= 0 {
+		return nil, fmt.Errorf("%w: version %q of %s is not a version number", ErrNoVersion, id, site)
+	}
+	path := d.layout.manifest(site, n)
+	m, err := d.cache.load(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: version %s of %s", ErrNoVersion, id, site)
+	}
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := os.OpenRoot(filepath.Join(d.layout.thread(site), blobsDir))
+	if err != nil {
+		return nil, err
+	}
+	return &Version{v: version{man: m, blobs: rootBlobs(blobs), thread: site.Thread, id: id}, root: blobs}, ctx.Err()
+}
+
+// ID is the version's id within its thread (Deployment.Version).
+func (v *Version) ID() string { return v.v.id }
+
+// Files lists the version's files by slash-separated path relative to the site root. The map
+// is the caller's.
+func (v *Version) Files() map[string]File {
+	out := make(map[string]File, len(v.v.man.Files))
+	for p, e := range v.v.man.Files {
+		out[p] = File(e)
+	}
+	return out
+}
+
+// Digest identifies the version's content: a sha256 over its sorted paths and their content
+// hashes. Two versions with the same files have the same digest, whichever thread holds them.
+func (v *Version) Digest() string {
+	paths := make([]string, 0, len(v.v.man.Files))
+	for p := range v.v.man.Files {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s\x00%s\n", p, v.v.man.Files[p].SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ServeHTTP serves r.URL.Path from this version, as Server would (GET and HEAD only).
+func (v *Version) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-cache")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed: previews are read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	if err := v.v.serve(w, r); err != nil {
+		http.Error(w, "preview unavailable", http.StatusInternalServerError)
+	}
+}
+
+// Close releases the version's blob store.
+func (v *Version) Close() error {
+	if v.root == nil {
+		return nil
+	}
+	return v.root.Close()
+}

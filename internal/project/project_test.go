@@ -1,0 +1,31 @@
+package project_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/webordinary/webordinary/internal/project"
+)
+
+// TestCheckTurn: off unless set, kept in the record, refused for a command agent.
+func TestCheckTurn(t *testing.T) {
+	t.Parallel()
+	p := project.Project{ID: "site", RepoURL: "/srv/site.git"}.WithDefaults()
+	if p.CheckTurn {
+		t.Fatal("the check turn is on by default")
+	}
+	p.CheckTurn = true
+	data, _ := json.Marshal(p)
+	var back project.Project
+	if err := json.Unmarshal(data, &back); err != nil || !back.CheckTurn || !strings.Contains(string(data), `"checkTurn":true`) {
+		t.Fatalf("record %s: %+v %v", data, back, err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("claude with the check turn: %v", err)
+	}
+	p.Agent = project.AgentSpec{Kind: "command", Command: "true"}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "check turn needs an agent that can look at pictures") {
+		t.Fatalf("command agent with the check turn: %v", err)
+	}
+}

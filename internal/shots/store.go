@@ -1,0 +1,209 @@
+package shots
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/mail/outbox"
+)
+
+// ErrNoPictures means a job has no report: it deployed nothing, or ran before pictures
+// existed, or its pictures were removed.
+var ErrNoPictures = errors.New("no pictures for this job")
+
+// Store reads and writes jobs' pictures: Dir/<job>/report.json and the files it names. The
+// reply composer and the dashboard read it; Shoot writes it. Safe for concurrent use.
+type Store struct {
+	Dir string
+}
+
+const reportName = "report.json"
+
+// jobDir is the job's directory; job ids are made safe for a file name.
+func (s Store) jobDir(jobID string) string {
+	return filepath.Join(s.Dir, unsafeChars.ReplaceAllString(jobID, "_"))
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// validName accepts the file names Shoot writes (p1-desktop-after.png, report.json).
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*\.(png|jpg|json)$`)
+
+// Report reads a job's report; ErrNoPictures when it has none.
+func (s Store) Report(jobID string) (Report, error) {
+	data, err := os.ReadFile(filepath.Join(s.jobDir(jobID), reportName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Report{}, ErrNoPictures
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Report{}, fmt.Errorf("shots report of %s: %w", jobID, err)
+	}
+	return r, nil
+}
+
+// Path returns the path of a job's picture, refusing names Shoot does not write (so an
+// HTTP handler can pass a URL segment through).
+func (s Store) Path(jobID, name string) (string, error) {
+	if !validName.MatchString(name) || strings.Contains(name, "..") {
+		return "", fmt.Errorf("%w: no picture named %q", ErrNoPictures, name)
+	}
+	return filepath.Join(s.jobDir(jobID), name), nil
+}
+
+// Read returns a job's picture.
+func (s Store) Read(jobID, name string) ([]byte, error) {
+	p, err := s.Path(jobID, name)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+// reset empties a job's directory: a retried job's pictures replace the last attempt's.
+func (s Store) reset(jobID string) error {
+	dir := s.jobDir(jobID)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
+func (s Store) write(jobID, name string, data []byte) error {
+	p, err := s.Path(jobID, name)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
+}
+
+// save writes the report last, through a rename, so a reader sees it only with its files.
+func (s Store) save(jobID string, r Report) error {
+	if err := os.MkdirAll(s.jobDir(jobID), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.jobDir(jobID), ".report.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.jobDir(jobID), reportName))
+}
+
+// Images returns the reply's pictures of a job, in the report's order, ready for
+// outbox.Reply.Images; nil when the job has none (no report, nothing changed, or the pictures
+// could not be taken: the job page says why, the reply says nothing).
+func (s Store) Images(jobID string) []outbox.Image {
+	rep, err := s.Report(jobID)
+	if err != nil {
+		return nil
+	}
+	var out []outbox.Image
+	for _, pg := range rep.Pages {
+		for _, pic := range pg.Shots {
+			if pic.Mail == "" {
+				continue
+			}
+			data, err := s.Read(jobID, pic.Mail)
+			if err != nil {
+				continue
+			}
+			out = append(out, outbox.Image{ContentID: strings.TrimSuffix(pic.Mail, filepath.Ext(pic.Mail)) + "@" +
+				unsafeChars.ReplaceAllString(jobID, "-") + ".webordinary", ContentType: pic.MailType, Data: data,
+				Width: pic.MailW, Height: pic.MailH, Alt: pic.Alt, Caption: caption(pg, pic)})
+		}
+	}
+	return out
+}
+
+// caption names the page and the screen under its picture.
+func caption(pg Page, pic Picture) string {
+	name := pg.Path
+	if pg.Title != "" {
+		name = pg.Title + " (" + pg.Path + ")"
+	}
+	if pg.New {
+		name += ", new"
+	}
+	return name + " — " + pic.Width
+}
+
+// cacheDir holds pictures by what they show (see Shooter.cacheKey), hard links to the jobs'
+// files: Dir/.cache/<key>.png.
+const cacheDir = ".cache"
+
+func hashKey(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
+}
+
+// cached returns the picture stored under key, if any.
+func (s Store) cached(key string) (image.Image, bool) {
+	f, err := os.Open(filepath.Join(s.Dir, cacheDir, key+".png"))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	return img, err == nil
+}
+
+// cache files a job's picture under key; a picture already there stays. Best effort.
+func (s Store) cache(key, jobID, name string) {
+	if key == "" || name == "" {
+		return
+	}
+	src, err := s.Path(jobID, name)
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(s.Dir, cacheDir)
+	if os.MkdirAll(dir, 0o755) == nil {
+		_ = os.Link(src, filepath.Join(dir, key+".png"))
+	}
+}
+
+// put stores a job's full-size picture: linked from the cache when it came from there, else
+// encoded, written and filed in the cache (when it has a key).
+func (s Store) put(jobID, name string, r result) error {
+	p, err := s.Path(jobID, name)
+	if err != nil {
+		return err
+	}
+	if r.cached && os.Link(filepath.Join(s.Dir, cacheDir, r.key+".png"), p) == nil {
+		return nil
+	}
+	if err := os.WriteFile(p, encodePNG(r.img), 0o644); err != nil {
+		return err
+	}
+	s.cache(r.key, jobID, name)
+	return nil
+}
+
+// pruneCache deletes cached pictures older than maxAge; the jobs' own files stay.
+func (s Store) pruneCache(maxAge time.Duration, now time.Time) {
+	dir := filepath.Join(s.Dir, cacheDir)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > maxAge {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
