@@ -61,7 +61,8 @@ type Config struct {
 	SQSEndpoint      string
 	DynamoDBEndpoint string
 	S3Endpoint       string
-	// Bucket holds payloads too large for SQS. Default "<prefix>-payloads".
+	// Bucket holds payloads too large for SQS (under inbox/ and results/) and the blob
+	// stores (under blobs/<store>/: agent state, engine previews). Default "<prefix>-payloads".
 	Bucket string
 	// Create makes missing tables, shared queues and the bucket at New (development and
 	// tests; production resources come from infrastructure code). Tenant queues are always
@@ -266,6 +267,7 @@ func (a *adapter) backend() *broker.Backend {
 		Jobs:     &jobs{a: a},
 		Presence: &presence{a: a},
 		Table:    a.table,
+		Blobs:    a.blobs,
 		Close:    a.close,
 	}
 }
