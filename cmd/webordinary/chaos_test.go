@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/webordinary/webordinary/internal/awstest"
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/awsq/awsqtest"
 )
 
 // chaosAgent takes a per-tenant flock (a second concurrent run for the tenant is an overlap),
@@ -36,13 +39,54 @@ func TestChaos(t *testing.T) {
 	t.Parallel()
 	// The protocol is under test here, not the sandbox: the agent appends to one shared log.
 	c := startCluster(t, chaosAgent, 1, "--interrupt-policy", "queue", "--sandbox", "off")
+	ids := chaos(t, c, 6, 25)
+	results := countResults(t, c)
+	for _, list := range ids {
+		for _, id := range list {
+			if results[id] != 1 {
+				t.Errorf("job %s has %d results; want exactly 1", id, results[id])
+			}
+		}
+	}
+}
+
+// TestChaosAWS is TestChaos on the awsq backend (SQS and DynamoDB emulators), scaled down to
+// stay bounded (3 tenants × 12 jobs): serve and the worker processes all open the same aws://
+// URL. Results are consumed by serve's router from SQS, so "one result each" is left to the
+// results queue's de-duplication by job id (brokertest); every job must end done, in order,
+// without overlap.
+func TestChaosAWS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos test starts processes for ~30s")
+	}
+	t.Parallel()
+	url := awsEngineURL(t)
+	c := startCluster(t, chaosAgent, 1, "--interrupt-policy", "queue", "--sandbox", "off", "--engine", url, "--nats-listen", "")
+	chaos(t, c, 3, 12)
+}
+
+// awsEngineURL is an aws:// URL with a fresh prefix on the shared emulators (fauxqs and
+// dynalite), creating what is missing; the test is skipped where they are not installed
+// (failed under CI=true).
+func awsEngineURL(t *testing.T) string {
+	t.Helper()
+	sqs, ddb := awstest.FauxQS(t), awstest.Dynalite(t)
+	return "aws://?region=us-east-1&create=true&pollwait=2s&prefix=" + awsqtest.Prefix() +
+		"&sqs=" + neturl.QueryEscape(sqs) + "&s3=" + neturl.QueryEscape(sqs) + "&dynamodb=" + neturl.QueryEscape(ddb)
+}
+
+// chaos runs three worker processes of two workers each beside c's serve, kills one at
+// random every 0.2–0.6 s (starting a new one) while tenants×jobs jobs arrive, and checks that
+// every job ended done, each tenant's jobs started in order and no two runs overlapped. It
+// returns the job ids per tenant.
+func chaos(t *testing.T, c *cluster, tenants, jobs int) map[string][]string {
+	t.Helper()
 	for range 3 {
 		c.worker(2)
 	}
 	ctx := context.Background()
 	stopChaos := c.killAtRandom(t)
 	ids := map[string][]string{}
-	const tenants, jobs = 6, 25
 	for j := range jobs {
 		for u := range tenants {
 			rec := c.submit(ctx, "chaos", fmt.Sprintf("u%d", u), strconv.Itoa(j))
@@ -59,16 +103,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	runs := checkChaosLog(t, filepath.Join(c.dir, "chaos.log"), tenants, jobs)
-	results := countResults(t, c)
-	for _, list := range ids {
-		for _, id := range list {
-			if results[id] != 1 {
-				t.Errorf("job %s has %d results; want exactly 1", id, results[id])
-			}
-		}
-	}
-	t.Logf("chaos: %d worker processes killed with SIGKILL; %d jobs done once each; %d agent runs (%d re-runs after kills); 0 overlaps",
+	t.Logf("chaos: %d worker processes killed with SIGKILL; %d jobs done; %d agent runs (%d re-runs after kills); 0 overlaps",
 		kills, tenants*jobs, runs, runs-tenants*jobs)
+	return ids
 }
 
 // killAtRandom kills a random worker process every 0.2–0.6 s and starts a new one, until the

@@ -92,7 +92,8 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 		"with --processor command: shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION")
 	fs.StringVar(&w.Workspaces, "workspaces", "", "root of per-tenant working copies; the same path on every worker (default <data>/workspaces)")
 	fs.StringVar(&w.State, "state", "", "root of per-tenant agent and build state (default <data>/state)")
-	fs.StringVar(&w.Previews, "previews", "", `directory previews are deployed into, shared with the preview server (default <data>/previews); "engine": into the engine, served by any serve from there (no shared directory)`)
+	fs.StringVar(&w.Previews, "previews", "", `directory previews are deployed into, shared with the preview server (default <data>/previews); "engine": into the engine, served by any serve from there (no shared directory); see also --preview-target`)
+	fs.StringVar(&w.PreviewTarget, "preview-target", "", "deploy previews to S3 instead: s3://bucket[/prefix] (serve's preview server reads the same bucket; see --aws-region)")
 	fs.IntVar(&w.PreviewPort, "preview-port", app.DefaultPreviewPort, "preview server port, for the links in results (serve: its --preview port)")
 	fs.StringVar(&w.PreviewDomain, "preview-domain", app.DefaultPreviewDomain, "preview host suffix: edit.<project>.<domain>")
 	fs.DurationVar(&w.BuildTimeout, "build-timeout", app.DefaultBuildTimeout, "bound on a site's install and build")
@@ -150,6 +151,10 @@ var fieldFlags = map[string]string{
 	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 	"Worker.StateMaxBytes": "state-max-bytes",
 	"Worker.IdleExit": "idle-exit",
+	"Worker.PreviewTarget": "preview-target", "Mail.SES": "mail-ses", "Mail.SESQueue": "mail-ses-queue",
+	"Mail.SESConfigurationSet": "mail-ses-configuration-set", "Mail.TrustedAuthServ": "mail-trusted-authserv",
+	"AWS.Region": "aws-region", "AWS.Endpoint": "aws-endpoint", "AWS.S3Endpoint": "aws-s3-endpoint",
+	"AWS.SQSEndpoint": "aws-sqs-endpoint", "AWS.SESEndpoint": "aws-ses-endpoint",
 }
 
 // fieldNames matches the Config field names of fieldFlags in a message, longest first.

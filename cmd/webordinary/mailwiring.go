@@ -30,4 +30,16 @@ func registerMail(fs *flag.FlagSet, m *app.Mail, domains *string) {
 	fs.IntVar(&m.Parse.MaxDepth, "mail-max-depth", message.DefaultMaxDepth, "deepest MIME nesting parsed; deeper mail is quarantined")
 	fs.BoolVar(&m.LocalTesting, "mail-local-testing", false, "local testing: accept mail from `webordinary mail send` on this machine as authenticated; needs --smtp on loopback; no real DNS for sender checks")
 	fs.DurationVar(&m.Parse.Timeout, "mail-parse-timeout", message.DefaultTimeout, "time budget to parse one message; slower mail is quarantined")
+	fs.BoolVar(&m.SES, "mail-ses", false, "send replies through Amazon SES v2 (see --aws-region, --aws-ses-endpoint) instead of a relay or <data>/outbox")
+	fs.StringVar(&m.SESConfigurationSet, "mail-ses-configuration-set", "", "with --mail-ses: SES configuration set named on every send")
+	fs.StringVar(&m.SESQueue, "mail-ses-queue", "", "take mail from SES: URL of the SQS queue its receipt rule notifies (S3 + SNS); needs --smtp ''; trusts only SES's Authentication-Results")
+}
+
+// registerAWS registers the flags of the AWS services previews and mail use (serve, worker).
+func registerAWS(fs *flag.FlagSet, a *app.AWS) {
+	fs.StringVar(&a.Region, "aws-region", "", "AWS region of S3 previews and SES mail (default: the SDK's, AWS_REGION, else us-east-1)")
+	fs.StringVar(&a.Endpoint, "aws-endpoint", "", "one endpoint for S3, SQS and SES, such as an emulator (http://127.0.0.1:4566)")
+	fs.StringVar(&a.S3Endpoint, "aws-s3-endpoint", "", "S3 endpoint when it differs from --aws-endpoint")
+	fs.StringVar(&a.SQSEndpoint, "aws-sqs-endpoint", "", "SQS endpoint (SES inbound queue) when it differs from --aws-endpoint")
+	fs.StringVar(&a.SESEndpoint, "aws-ses-endpoint", "", "SES endpoint when it differs from --aws-endpoint")
 }

@@ -31,6 +31,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"job":       runJob,
 	"health":    runHealth,
 	"bench":     runBench,
+	"aws":       runAWS,
 	"version":   func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
 }
 
@@ -49,6 +50,7 @@ Commands:
   status   show leases, pending jobs, workers and recent jobs
   health   exit 0 when a serve answers (for container health checks)
   bench    measure the control plane (dispatch latency, throughput, failover, fairness)
+  aws      set up the queues, tables and buckets of an AWS install (aws setup)
   version  print the version
 
 Run 'webordinary <command> -h' for a command's flags. Every flag can also be set with an

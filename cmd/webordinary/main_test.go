@@ -6,6 +6,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/webordinary/webordinary/internal/awstest"
 	"github.com/webordinary/webordinary/internal/reaper"
 )
 
@@ -21,7 +22,17 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	testscript.Main(m, map[string]func(){"webordinary": main})
+	testscript.Main(stopEmulators{m}, map[string]func(){"webordinary": main})
+}
+
+// stopEmulators runs the tests, then stops the AWS emulators they started (awstest.Main's
+// job, here inside testscript.Main, which exits by itself).
+type stopEmulators struct{ *testing.M }
+
+func (m stopEmulators) Run() int {
+	code := m.M.Run()
+	awstest.StopShared()
+	return code
 }
 
 func TestScripts(t *testing.T) {

@@ -31,6 +31,7 @@ type cluster struct {
 	exited  map[*exec.Cmd]bool
 	serveP  *exec.Cmd
 	sandbox string // --sandbox of serve and its workers
+	engine  string // serve's --engine when given: workers join it there instead of --nats
 }
 
 // startCluster starts serve (its own workers: serveWorkers) and waits until it is ready.
@@ -39,6 +40,9 @@ func startCluster(t *testing.T, agent string, serveWorkers int, extra ...string)
 	c := &cluster{t: t, dir: reachableTempDir(t), agent: agent, sandbox: "auto"}
 	if i := slices.Index(extra, "--sandbox"); i >= 0 && i+1 < len(extra) {
 		c.sandbox = extra[i+1]
+	}
+	if i := slices.Index(extra, "--engine"); i >= 0 && i+1 < len(extra) {
+		c.engine = extra[i+1]
 	}
 	ready := filepath.Join(c.dir, "ready.json")
 	args := append([]string{"serve", "--data", filepath.Join(c.dir, "data"), "--http", "127.0.0.1:0",
@@ -88,8 +92,12 @@ func (c *cluster) startCmd(cmd *exec.Cmd) *exec.Cmd {
 
 // worker starts a worker process with n workers.
 func (c *cluster) worker(n int) *exec.Cmd {
-	return c.start("worker", "--nats", c.nats, "--workers", fmt.Sprint(n), "--processor", "command", "--agent-command", c.agent,
-		"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "1s", "--log-level", "warn", "--sandbox", c.sandbox)
+	join := []string{"--nats", c.nats}
+	if c.engine != "" {
+		join = []string{"--engine", c.engine}
+	}
+	return c.start(append([]string{"worker"}, append(join, "--workers", fmt.Sprint(n), "--processor", "command", "--agent-command", c.agent,
+		"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "1s", "--log-level", "warn", "--sandbox", c.sandbox)...)...)
 }
 
 func (c *cluster) stopAll() {

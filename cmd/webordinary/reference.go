@@ -22,6 +22,7 @@ var referenceCommands = []struct {
 	{"mail send", runMail, []string{"send"}},
 	{"mail inspect", runMail, []string{"inspect"}},
 	{"bench", runBench, nil},
+	{"aws setup", runAWS, []string{"setup"}},
 }
 
 // flagReference renders every command's -h output as Markdown.

@@ -35,7 +35,7 @@ func parseServe(args []string) (*serveFlags, error) {
 	fs.StringVar(&c.Data, "data", "", dataUsage)
 	fs.StringVar(&c.HTTPAddr, "http", app.DefaultHTTPAddr, "HTTP API address")
 	fs.StringVar(&c.PreviewAddr, "preview", app.DefaultPreviewAddr, "preview server address (http://edit.<project>.localhost:<port>/); empty = none")
-	fs.StringVar(&f.engine, "engine", "", "the engine's URL: embedded:///abs/dir (an engine in this process; default embedded://<data>/nats) or nats://host:4222[,nats://host2:4222] (an external NATS server or cluster)")
+	fs.StringVar(&f.engine, "engine", "", "the engine's URL: embedded:///abs/dir (an engine in this process; default embedded://<data>/nats), nats://host:4222[,nats://host2:4222] (an external NATS server or cluster) or aws://?region=R&prefix=P (SQS, DynamoDB and S3)")
 	fs.StringVar(&f.nats, "nats", "", "use this external NATS server or cluster instead of the embedded engine (same as --engine nats://…)")
 	fs.StringVar(&c.EngineListen, "nats-listen", app.DefaultEngineListen, "where the embedded engine accepts other worker processes; empty = in-process only")
 	fs.StringVar(&c.EngineUser, "nats-user", "", "engine user (default: generated once into <data>/secrets/nats.json for the embedded engine)")
@@ -50,6 +50,7 @@ func parseServe(args []string) (*serveFlags, error) {
 	registerWorker(fs, &c.Worker, app.DefaultServeWorkers)
 	f.logFlags.register(fs)
 	registerMail(fs, &c.Mail, &f.domains)
+	registerAWS(fs, &c.AWS)
 	if err := parse(fs, args); err != nil {
 		return nil, err
 	}

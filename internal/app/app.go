@@ -17,6 +17,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
+	_ "github.com/webordinary/webordinary/internal/broker/awsq"   // aws://
 	_ "github.com/webordinary/webordinary/internal/broker/mem"    // mem://
 	_ "github.com/webordinary/webordinary/internal/broker/natsjs" // embedded://, nats://, tls://
 	"github.com/webordinary/webordinary/internal/dashboard"
@@ -43,6 +44,7 @@ type App struct {
 	ln          listeners
 	sandbox     *sandbox.Sandbox
 	credsSource string // where the engine credentials came from (no secret)
+	aws         awsClients
 }
 
 // listeners are serve's bound addresses; nil when not configured.
@@ -267,6 +269,9 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 	comps = append(comps, component{"mail outbox", mail.outbox.Run}, component{"held mail notices", mail.in.Run})
 	if mail.smtp != nil {
 		comps = append(comps, component{"SMTP intake", mail.smtp.Run})
+	}
+	if mail.ses != nil {
+		comps = append(comps, component{"SES inbound", mail.ses.Run})
 	}
 	if a.ln.preview != nil {
 		h, err := a.previewHandler(ctx, b)

@@ -47,7 +47,16 @@ func TestValidate(t *testing.T) {
 		{"held notice", Config{Mail: Mail{HeldNoticeAfter: -time.Second}}, "Mail.HeldNoticeAfter"},
 		{"workers", Config{Worker: Worker{Count: -1}}, "Worker.Count"},
 		{"lease", Config{Worker: Worker{LeaseTTL: time.Millisecond}}, "Worker.LeaseTTL"},
+		{"preview target not s3", Config{Worker: Worker{PreviewTarget: "/srv/previews"}}, "Worker.PreviewTarget"},
+		{"preview target bucket", Config{Worker: Worker{PreviewTarget: "s3://Bad_Bucket/p"}}, "Worker.PreviewTarget"},
+		{"ses and relay", Config{Mail: Mail{SES: true, Relay: "smtp.example.com:587"}}, "Mail.SES"},
+		{"ses configuration set alone", Config{Mail: Mail{SESConfigurationSet: "cs"}}, "Mail.SESConfigurationSet"},
+		{"ses queue not a URL", Config{Mail: Mail{SESQueue: "wo-inbound"}}, "Mail.SESQueue"},
+		{"ses queue beside smtp", Config{Mail: Mail{SESQueue: "https://sqs.us-east-1.amazonaws.com/1/wo-inbound", SMTPAddr: "127.0.0.1:2525"}}, "Mail.SMTPAddr"},
+		{"ses queue trusts another relay", Config{Mail: Mail{SESQueue: "https://sqs.us-east-1.amazonaws.com/1/wo-inbound", TrustedAuthServ: "mx.example.com"}}, "Mail.TrustedAuthServ"},
+		{"aws endpoint", Config{AWS: AWS{Endpoint: "localhost:4566"}}, "AWS.Endpoint"},
 		{"state archive over the engine's blob limit", Config{Worker: Worker{StateMaxBytes: 65<<20 + 1}}, "Worker.StateMaxBytes"},
+		{"preview target and engine previews", Config{Worker: Worker{Previews: PreviewsEngine, PreviewTarget: "s3://wo-sites"}}, "Worker.PreviewTarget"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

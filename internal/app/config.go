@@ -17,6 +17,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
+	"github.com/webordinary/webordinary/internal/mail/sesin"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -115,6 +116,8 @@ type Config struct {
 
 	// Mail configures mail in and out (serve).
 	Mail Mail
+	// AWS locates the AWS services of Worker.PreviewTarget, Mail.SES and Mail.SESQueue.
+	AWS AWS
 	// Worker configures this process's workers.
 	Worker Worker
 
@@ -156,6 +159,18 @@ type Mail struct {
 	HeldNoticeAfter time.Duration
 	// Parse bounds parsing one message. Zero fields take message's defaults.
 	Parse message.Limits
+	// SES sends replies through Amazon SES v2 (AWS) instead of Relay or the outbox directory.
+	// SES gives each message its own Message-ID; it is recorded per reply, so an owner's
+	// In-Reply-To still finds the thread.
+	SES bool
+	// SESConfigurationSet, with SES, is named on every send (bounce and complaint events).
+	SESConfigurationSet string
+	// SESQueue is the URL of the SQS queue SES's receipt rule notifies (through SNS) of mail it
+	// stored in S3: serve takes mail from there instead of an SMTP listener (SMTPAddr must be
+	// empty) and trusts only SES's own Authentication-Results (TrustedAuthServ amazonses.com).
+	SESQueue string
+	// SESPollWait is the long-poll wait on SESQueue, 1–20 s. Default 20s.
+	SESPollWait time.Duration
 	// LocalTesting accepts mail signed with the data directory's local key as authenticated
 	// (`webordinary mail send`); SMTPAddr must be loopback. See LocalDKIMFile.
 	LocalTesting bool
@@ -214,6 +229,11 @@ type Worker struct {
 	SandboxReadOnly []string
 	// JobEnv are variables every job gets: NAME or NAME=VALUE (jobenv.Parse).
 	JobEnv []string
+	// PreviewTarget is where previews are deployed: empty for Previews (a directory or the
+	// engine), or s3://bucket[/prefix] for S3 (AWS; serve's preview server then reads the same
+	// bucket, live sites included, and every worker deploys there: no shared directory
+	// needed). It and Previews PreviewsEngine are alternatives; Validate refuses both.
+	PreviewTarget string
 	// Shots is where the pictures of each job's change go, read by serve for replies and job
 	// pages; shared like Previews. Default <Data>/shots.
 	Shots string
@@ -225,7 +245,8 @@ type Worker struct {
 	// ShotBudget bounds one picture. Default shots.DefaultPageBudget.
 	ShotBudget time.Duration
 	// StateMaxBytes bounds the archive of a tenant's agent state (its agent/ and home/ under
-	// State) that the pipeline saves to the engine after each job and restores on another
+	// State) that the pipeline saves to the engine's blob stores (with aws://, S3 objects in
+	// the payload bucket) after each job and restores on another
 	// machine, so any worker can take a thread's session over. 0 takes
 	// agentstate.DefaultMaxBytes; at most broker.MaxBlobSize. Negative: agent state stays on
 	// the machine that wrote it, and every worker must share State.
@@ -287,7 +308,7 @@ func userDataDir() (string, error) {
 // nothing and writes nothing; errors are *FieldError naming the field.
 func (c *Config) Validate() error {
 	steps := []func() error{c.validateRole, c.validateData, c.validateEngine, c.validateHTTP,
-		c.validateRouter, c.Mail.validate, c.Worker.validate}
+		c.validateRouter, c.Mail.validate, c.Mail.validateSES, c.Worker.validate, c.AWS.validate}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err
@@ -466,6 +487,40 @@ func (m *Mail) validate() error {
 	return m.validateLocalTesting()
 }
 
+// validateSES checks mail through SES: in from SESQueue (no SMTP listener beside it: its
+// senders could write SES's header themselves), out with SES instead of a relay.
+func (m *Mail) validateSES() error {
+	if m.SES && m.Relay != "" {
+		return fieldErr("Mail.SES", true, "replies go through SES or through Mail.Relay %q, not both", m.Relay)
+	}
+	if m.SESConfigurationSet != "" && !m.SES {
+		return fieldErr("Mail.SESConfigurationSet", m.SESConfigurationSet, "is used only with Mail.SES")
+	}
+	if m.SESQueue == "" {
+		return nil
+	}
+	if u, err := url.Parse(m.SESQueue); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fieldErr("Mail.SESQueue", m.SESQueue, "want the queue's URL, e.g. https://sqs.eu-west-1.amazonaws.com/123456789012/wo-inbound")
+	}
+	if m.SMTPAddr != "" {
+		return fieldErr("Mail.SMTPAddr", m.SMTPAddr, "must be empty with Mail.SESQueue: mail comes from SES, and a direct SMTP sender could forge SES's Authentication-Results")
+	}
+	if m.LocalTesting {
+		return fieldErr("Mail.LocalTesting", true, "cannot be combined with Mail.SESQueue")
+	}
+	switch m.TrustedAuthServ {
+	case "":
+		m.TrustedAuthServ = sesin.AuthServID
+	case sesin.AuthServID:
+	default:
+		return fieldErr("Mail.TrustedAuthServ", m.TrustedAuthServ, "must be %s (or empty) with Mail.SESQueue: only SES's own header is trusted", sesin.AuthServID)
+	}
+	if m.SESPollWait != 0 && (m.SESPollWait < time.Second || m.SESPollWait > 20*time.Second) {
+		return fieldErr("Mail.SESPollWait", m.SESPollWait, "must be between 1s and 20s")
+	}
+	return nil
+}
+
 func (w *Worker) validate() error {
 	switch w.Processor {
 	case "":
@@ -480,6 +535,15 @@ func (w *Worker) validate() error {
 	case sandbox.ModeAuto, sandbox.ModeRequired, sandbox.ModeOff:
 	default:
 		return fieldErr("Worker.Sandbox", w.Sandbox, "use auto, required or off")
+	}
+	if w.PreviewTarget != "" {
+		if w.Previews == PreviewsEngine {
+			return fieldErr("Worker.PreviewTarget", w.PreviewTarget,
+				"and Worker.Previews %q are alternatives: previews go to S3 or to the engine; leave one unset", PreviewsEngine)
+		}
+		if _, err := parseS3("Worker.PreviewTarget", w.PreviewTarget); err != nil {
+			return err
+		}
 	}
 	w.AgentCommand = cmp.Or(w.AgentCommand, DefaultAgentCommand)
 	w.PreviewDomain = cmp.Or(w.PreviewDomain, DefaultPreviewDomain)

@@ -19,6 +19,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/mail/sesin"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
@@ -27,7 +28,8 @@ import (
 // mailParts are serve's mail components.
 type mailParts struct {
 	in     *inbound.Inbound
-	smtp   *intake.Server // nil without Mail.SMTPAddr
+	smtp   *intake.Server  // nil without Mail.SMTPAddr
+	ses    *sesin.Consumer // nil without Mail.SESQueue
 	outbox *outbox.Outbox
 }
 
@@ -68,11 +70,12 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 	if err := a.withLocalTesting(); err != nil {
 		return nil, err
 	}
-	ob, err := a.openOutbox()
+	var in *inbound.Inbound // SES's Message-IDs are recorded through it, once it exists
+	ob, err := a.openOutbox(ctx, func(ctx context.Context, msg []byte, id string) error { return in.RecordSent(ctx, msg, id) })
 	if err != nil {
 		return nil, err
 	}
-	in, err := a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
+	in, err = a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
 		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, HeldNoticeAfter: m.HeldNoticeAfter, Limits: m.Parse,
 		Pictures: a.pictureFunc(), Logger: a.log,
 		JobURL: func(id string) string { return base + "/jobs/" + id }, LinkBase: func() string { return base }})
@@ -80,6 +83,11 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	parts := &mailParts{in: in, outbox: ob}
+	if m.SESQueue != "" {
+		if parts.ses, err = a.sesInbound(ctx, in.Handle); err != nil {
+			return nil, err
+		}
+	}
 	if a.ln.smtp == nil {
 		return parts, nil
 	}
@@ -124,9 +132,18 @@ func loadMailSecret(secret, data string) ([]byte, error) {
 	return fresh, nil
 }
 
-func (a *App) openOutbox() (*outbox.Outbox, error) {
+// openOutbox opens the outbox with its sender: SES (sesSent records SES's Message-IDs), the
+// relay, else the outbox directory.
+func (a *App) openOutbox(ctx context.Context, sesSent func(ctx context.Context, msg []byte, id string) error) (*outbox.Outbox, error) {
 	m := a.cfg.Mail
 	var sender outbox.Sender = outbox.Dir{Path: filepath.Join(a.cfg.Data, "outbox")}
+	if m.SES {
+		s, err := a.sesSender(ctx, sesSent)
+		if err != nil {
+			return nil, err
+		}
+		sender = s
+	}
 	if m.Relay != "" {
 		host, portS, _ := net.SplitHostPort(m.Relay) // checked by Validate
 		port, _ := strconv.Atoi(portS)
@@ -140,7 +157,10 @@ func (a *App) openOutbox() (*outbox.Outbox, error) {
 	return outbox.Open(outbox.Config{Dir: filepath.Join(a.cfg.Data, "mail-outbox"), Sender: sender, Logger: a.log})
 }
 
-func (p *mailParts) describe(data string) string {
+func (p *mailParts) describe(data string, m Mail) string {
+	if p.ses != nil || m.SES {
+		return m.describeSES()
+	}
 	if p.smtp == nil {
 		return "no SMTP listener"
 	}
@@ -151,9 +171,9 @@ func (p *mailParts) describe(data string) string {
 // describeMail is the banner's mail line, with the local testing warning when it is on.
 func (a *App) describeMail(p *mailParts) string {
 	if a.cfg.Mail.LocalTesting {
-		return p.describe(a.cfg.Data) + "\n  LOCAL MAIL TESTING: " + LocalTestingNotice
+		return p.describe(a.cfg.Data, a.cfg.Mail) + "\n  LOCAL MAIL TESTING: " + LocalTestingNotice
 	}
-	return p.describe(a.cfg.Data)
+	return p.describe(a.cfg.Data, a.cfg.Mail)
 }
 
 // quarantine is the SMTP intake's quarantine, nil without a listener.

@@ -17,9 +17,13 @@ const PreviewsEngine = "engine"
 // previewCache is where a process keeps the preview blobs it read from the engine.
 func (a *App) previewCache() string { return filepath.Join(a.cfg.Data, "preview-cache") }
 
-// previewTarget is where this process's pipeline deploys: the engine or a directory.
+// previewTarget is where this process's pipeline deploys: S3 (Worker.PreviewTarget), the
+// engine or a directory.
 func (a *App) previewTarget(ctx context.Context, b *broker.Backend, port int) (preview.Target, error) {
 	w := a.cfg.Worker
+	if w.PreviewTarget != "" {
+		return a.s3Previews(ctx, port)
+	}
 	if w.Previews == PreviewsEngine {
 		return preview.NewEngine(ctx, preview.EngineConfig{Backend: b, CacheDir: a.previewCache(), Port: port,
 			Domain: w.PreviewDomain, Logger: a.log})
@@ -27,9 +31,17 @@ func (a *App) previewTarget(ctx context.Context, b *broker.Backend, port int) (p
 	return preview.NewDir(preview.DirConfig{Root: w.Previews, Port: port, Domain: w.PreviewDomain, Logger: a.log})
 }
 
-// previewHandler is serve's preview server: from the engine or from the directory.
+// previewHandler is serve's preview server: from Worker.PreviewTarget's bucket (previews,
+// live sites and production hosts), from the engine, or from the directory.
 func (a *App) previewHandler(ctx context.Context, b *broker.Backend) (http.Handler, error) {
 	w := a.cfg.Worker
+	if w.PreviewTarget != "" {
+		store, err := a.s3Previews(ctx, a.previewPort())
+		if err != nil {
+			return nil, err
+		}
+		return store.Server(true), nil
+	}
 	if w.Previews == PreviewsEngine {
 		return preview.NewEngineServer(ctx, preview.EngineServerConfig{Backend: b, CacheDir: a.previewCache(),
 			Domain: w.PreviewDomain, Logger: a.log})

@@ -257,7 +257,8 @@ type Jobs interface {
 	// Get returns the record or ErrNotFound.
 	Get(ctx context.Context, id string) (JobRecord, error)
 	// Update applies fn to the current record and stores it with compare-and-set, retrying on
-	// concurrent writers. fn may be called more than once; returning an error aborts.
+	// concurrent writers. fn may be called more than once; returning an error aborts: nothing
+	// is stored, and Update returns that error with the record as fn left it.
 	Update(ctx context.Context, id string, fn func(*JobRecord) error) (JobRecord, error)
 	// Recent returns up to n records, newest (by job id) first. Its cost follows n, not the
 	// number of records kept: status pages poll it.

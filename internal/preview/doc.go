@@ -4,7 +4,7 @@
 // A deploy publishes one directory twice over: as the thread's own preview (each email thread
 // has a branch, and so a preview of its own) and as the project's latest preview, which follows
 // whichever thread deployed last. Target is backend-neutral: Dir keeps versions in a local
-// directory, and an S3 target can implement the same interface later.
+// directory, and package s3target in S3, through the portable layer in portable.go.
 //
 // # Layout of a Dir
 //

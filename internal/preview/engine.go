@@ -433,7 +433,7 @@ func (e *Engine) Version(ctx context.Context, site Site, id string) (*Version, e
 			if err != nil {
 				return nil, err
 			}
-			return &Version{v: version{man: m, blobs: e.cache, thread: site.Thread, id: id}}, nil
+			return &Version{v: version{man: m, blobs: e.cache.open, thread: site.Thread, id: id}}, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: version %s of %s", ErrNoVersion, id, site)

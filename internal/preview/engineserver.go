@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -115,7 +116,7 @@ func (s *EngineServer) resolve(ctx context.Context, p preview) (version, error) 
 		thread = ptr.Thread
 	}
 	m, err := s.manifest(ctx, ptr.Manifest)
-	return version{man: m, blobs: s.cache, thread: thread, id: strconv.Itoa(ptr.Version)}, err
+	return version{man: m, blobs: s.cache.open, thread: thread, id: strconv.Itoa(ptr.Version)}, err
 }
 
 func (s *EngineServer) manifest(ctx context.Context, sum string) (manifest, error) {
@@ -143,8 +144,6 @@ type blobCache struct {
 	dir   string
 	blobs broker.Blobs
 }
-
-var _ blobSource = (*blobCache)(nil)
 
 func newBlobCache(dir string, blobs broker.Blobs) (*blobCache, error) {
 	if dir == "" {
@@ -189,5 +188,11 @@ func (c *blobCache) Open(name string) (*os.File, error) {
 	return os.Open(p)
 }
 
-// Close is a no-op: the cache outlives every version served from it.
-func (c *blobCache) Close() error { return nil }
+// open is the cache's blobOpener: Open, size-checked against e.
+func (c *blobCache) open(e entry) (io.ReadSeekCloser, error) {
+	f, err := c.Open(e.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	return checkedBlob(f, e)
+}

@@ -40,7 +40,8 @@ type File struct {
 // files over HTTP (the same lookup as Server, whatever the Host header) however often the
 // thread deploys since.
 type Version struct {
-	v version
+	v    version
+	root *os.Root // a Dir's blob directory, closed by Close; nil for other stores
 }
 
 // Version implements Versions.
@@ -64,7 +65,7 @@ func (d *Dir) Version(ctx context.Context, site Site, id string) (*Version, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Version{v: version{man: m, blobs: blobs, thread: site.Thread, id: id}}, ctx.Err()
+	return &Version{v: version{man: m, blobs: rootBlobs(blobs), thread: site.Thread, id: id}, root: blobs}, ctx.Err()
 }
 
 // ID is the version's id within its thread (Deployment.Version).
@@ -109,4 +110,9 @@ func (v *Version) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close releases the version's blob store.
-func (v *Version) Close() error { return v.v.blobs.Close() }
+func (v *Version) Close() error {
+	if v.root == nil {
+		return nil
+	}
+	return v.root.Close()
+}

@@ -178,9 +178,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p preview) {
 // serveVersion serves r from the version whose manifest link pointed at. It returns false,
 // having written nothing, when that version has been pruned since.
 func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, link, manifestPath string) bool {
-	v, err := s.open(manifestPath)
+	v, blobs, err := s.open(manifestPath)
 	if err == nil {
-		defer v.blobs.Close()
+		defer blobs.Close()
 		err = v.serve(w, r)
 	}
 	if err == nil {
@@ -193,18 +193,18 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, link, mani
 	return true
 }
 
-// open loads a version: its manifest (cached) and its thread's blob store.
-func (s *Server) open(manifestPath string) (version, error) {
+// open loads a version: its manifest (cached) and its thread's blob store (close it).
+func (s *Server) open(manifestPath string) (version, *os.Root, error) {
 	m, err := s.cache.load(manifestPath)
 	if err != nil {
-		return version{}, err
+		return version{}, nil, err
 	}
 	blobs, err := os.OpenRoot(filepath.Join(threadDirOf(manifestPath), blobsDir))
 	if err != nil {
-		return version{}, err
+		return version{}, nil, err
 	}
 	n, _ := versionOf(manifestPath)
-	return version{man: m, blobs: blobs, thread: filepath.Base(threadDirOf(manifestPath)), id: strconv.Itoa(n)}, nil
+	return version{man: m, blobs: rootBlobs(blobs), thread: filepath.Base(threadDirOf(manifestPath)), id: strconv.Itoa(n)}, blobs, nil
 }
 
 // moved reports whether link no longer points at target.

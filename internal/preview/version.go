@@ -16,16 +16,34 @@ import (
 // manifest (never on disk), and only blobs, named by hash, are opened, through an os.Root.
 type version struct {
 	man    manifest
-	blobs  blobSource
+	blobs  blobOpener
 	thread string // for the response headers
 	id     string
 }
 
-// blobSource opens a version's blobs by hash: an os.Root over a blob directory, or a local
-// cache of an engine's blob store (EngineServer).
-type blobSource interface {
-	Open(name string) (*os.File, error)
-	Close() error
+// blobOpener opens the blob of e for reading; it fails when the blob is missing or its size
+// is not e.Size. Every blob store has one: a Dir's os.Root (rootBlobs), an engine's local
+// cache (blobCache.open) and S3 (s3target, through ServeManifest).
+type blobOpener func(e entry) (io.ReadSeekCloser, error)
+
+// rootBlobs opens blobs from a Dir's blob directory.
+func rootBlobs(root *os.Root) blobOpener {
+	return func(e entry) (io.ReadSeekCloser, error) {
+		f, err := root.Open(e.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		return checkedBlob(f, e)
+	}
+}
+
+// checkedBlob returns f if it is a regular file of e.Size bytes, else closes it and fails.
+func checkedBlob(f *os.File, e entry) (io.ReadSeekCloser, error) {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
+		f.Close()
+		return nil, fmt.Errorf("blob %s is damaged", e.SHA256)
+	}
+	return f, nil
 }
 
 // serve answers r: the page, a redirect to its directory form, or 404. An error means a
@@ -84,14 +102,11 @@ func redirectTarget(r *http.Request) string {
 // serveFile writes the file name of the manifest with status.
 func (v version) serveFile(w http.ResponseWriter, r *http.Request, name string, status int) error {
 	e := v.man.Files[name]
-	f, err := v.blobs.Open(e.SHA256)
+	f, err := v.blobs(e)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
-		return fmt.Errorf("blob %s of %s is damaged", e.SHA256, name)
-	}
 	v.setHeaders(w, name, e)
 	if status == http.StatusOK {
 		http.ServeContent(w, r, name, time.Time{}, f)

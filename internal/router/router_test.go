@@ -3,18 +3,22 @@ package router_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/awstest"
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/awsq/awsqtest"
 	"github.com/webordinary/webordinary/internal/broker/mem"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// backends is every backend these tests run on, each as a subtest named after it. To add one
-// (awsq), append it here; one that needs an outside service skips in new when none is set.
+// backends is every backend these tests run on, each as a subtest named after it. One that
+// needs an outside service skips in new when none is installed (awsq: the AWS emulators; under
+// CI=true a missing emulator fails instead).
 var backends = []struct {
 	name string
 	new  func(t *testing.T) *broker.Backend
@@ -27,7 +31,13 @@ var backends = []struct {
 		t.Cleanup(func() { _ = b.Close() })
 		return b
 	}},
+	{"awsq", func(t *testing.T) *broker.Backend {
+		return awsqtest.New(t, awsqtest.Options{})
+	}},
 }
+
+// TestMain stops the AWS emulators the awsq subtests started.
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
 // onEveryBackend runs test on a fresh backend of each kind, in parallel subtests.
 func onEveryBackend(t *testing.T, test func(t *testing.T, b *broker.Backend)) {

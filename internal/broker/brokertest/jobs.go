@@ -88,11 +88,14 @@ func testJobsUpdateAborts(t *testing.T, h Harness) {
 	rec := newRecord(tenantA, 1)
 	fatalIfErr(t, b.Jobs.Create(ctx, rec), "create")
 	errStop := errors.New("stop here")
-	_, err := b.Jobs.Update(ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+	got, err := b.Jobs.Update(ctx, rec.Job.ID, func(r *broker.JobRecord) error {
 		r.State = broker.StateDone
 		return errStop
 	})
 	expectErr(t, err, errStop, "update whose fn fails")
+	if got.Job.ID != rec.Job.ID {
+		t.Errorf("an aborted update returned the record of %q; want the record fn saw (%s), which callers use to say why", got.Job.ID, rec.Job.ID)
+	}
 	expectRecord(t, ctx, b.Jobs, rec)
 }
 

@@ -291,6 +291,30 @@ func TestHostileMessageIsQuarantined(t *testing.T) {
 	}
 }
 
+// TestRecordSentThreadsRepliesToReplacedMessageIDs: a mail service (SES) replaced our reply's
+// Message-ID; after RecordSent, an owner's reply that names only the new id (no References,
+// no token) still continues the thread.
+func TestRecordSentThreadsRepliesToReplacedMessageIDs(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	first := f.handle(f.mail("alice@example.com", "edit@edit.example.net", "s1@example.com", "", "Make it green", "example.com"), "alice@example.com")
+	ours := []byte("From: edit@edit.example.net\r\nTo: alice@example.com\r\nMessage-ID: <wo-done-1@edit.example.net>\r\n" +
+		"In-Reply-To: <s1@example.com>\r\nReferences: <s1@example.com>\r\nSubject: Re: x\r\n\r\nDone.\r\n")
+	if err := f.in.RecordSent(ctx, ours, "<0100018f-ses-id@email.amazonses.com>"); err != nil {
+		t.Fatal(err)
+	}
+	next := f.handle(f.mail("alice@example.com", "edit@edit.example.net", "s2@example.com",
+		"In-Reply-To: <0100018f-ses-id@email.amazonses.com>\r\n", "And bold", "example.com"), "alice@example.com")
+	if next.Thread.Thread != first.Thread.Thread || next.Thread.By != "in-reply-to" {
+		t.Fatalf("reply to the SES id resolved %+v; want thread %s by in-reply-to", next.Thread, first.Thread.Thread)
+	}
+	// A reply outside any thread is not recorded, and is no error.
+	if err := f.in.RecordSent(ctx, []byte("Message-ID: <x@y>\r\n\r\n"), "<other@email.amazonses.com>"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestGuessedInstructionIsCarriedToTheReply(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	neturl "net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/webordinary/webordinary/internal/awssetup"
+	"github.com/webordinary/webordinary/internal/awstest"
+	"github.com/webordinary/webordinary/internal/broker/awsq/awsqtest"
+)
+
+// TestAWSEndToEnd runs the product on AWS's services (emulated): serve with the aws:// engine,
+// SES inbound, SES replies and S3 previews, and a separate worker process on the same engine
+// and bucket. The test plays SES's part: it stores the raw mail in the inbound bucket and
+// publishes the receipt notification to the inbound topic (SNS → SQS). The instruction becomes
+// a job the worker runs; the preview is deployed to S3 and served by serve's preview server
+// from there; the reply reaches aws-ses-v2-local's store with the preview link.
+func TestAWSEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve and a worker on the AWS emulators (~20s)")
+	}
+	t.Parallel()
+	e := newAWSEnv(t)
+	dir := reachableTempDir(t)
+	origin := bareSite(t, dir)
+	ready := filepath.Join(dir, "ready.json")
+	previewPort := freePort(t)
+	c := &cluster{t: t, dir: dir, engine: e.engineURL}
+	awsFlags := []string{"--aws-region", "us-east-1", "--aws-endpoint", e.fauxqs, "--aws-ses-endpoint", e.ses,
+		"--preview-target", "s3://" + e.names.SitesBucket + "/sites", "--preview-port", fmt.Sprint(previewPort)}
+	c.serveP = c.start(append([]string{"serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0",
+		"--preview", fmt.Sprintf("127.0.0.1:%d", previewPort), "--nats-listen", "", "--smtp", "", "--engine", e.engineURL,
+		"--mail-domain", "edit.example.net", "--mail-ses", "--mail-ses-queue", e.queueURL,
+		"--ready-file", ready, "--workers", "0", "--log-level", "warn"}, awsFlags...)...)
+	t.Cleanup(c.stopAll)
+	c.api, _ = waitReady(t, ready)
+	c.start(append([]string{"worker", "--engine", e.engineURL, "--data", filepath.Join(dir, "data"), "--workers", "1",
+		"--log-level", "warn"}, awsFlags...)...)
+	agent := `sed -i "s|Hello|$WO_INSTRUCTION|" index.html && echo "The heading now says: $WO_INSTRUCTION"`
+	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "command",
+		"--agent-command", agent, "--sender", "alice@example.com=alice")
+
+	start := time.Now()
+	e.receive(t, "ses-e2e-1", "m1@example.com", "", "Welcome to our bakery")
+	reply := e.awaitReply(t, "Welcome to our bakery", 90*time.Second)
+	link := between(reply.Body.Text, "http://edit.site.localhost:", "/")
+	if !strings.Contains(reply.Subject, "Our homepage") || link != fmt.Sprint(previewPort) {
+		t.Fatalf("reply %q does not link the preview on port %d:\n%s", reply.Subject, previewPort, reply.Body.Text)
+	}
+	if body := fetchPreview(t, "edit.site.localhost:"+link); !strings.Contains(body, "Welcome to our bakery") {
+		t.Fatalf("preview serves %q", body)
+	}
+	n := e.objects(t, e.names.SitesBucket, "sites/")
+	if n == 0 {
+		t.Fatalf("no objects under s3://%s/sites/: the preview was not deployed to S3", e.names.SitesBucket)
+	}
+	t.Logf("mail in through SES to reply out through SES in %s: %q (SES id %s), preview %d objects in S3",
+		time.Since(start).Round(10*time.Millisecond), reply.Subject, reply.MessageID, n)
+
+	// SES gave our reply its own Message-ID; alice's answer names only that one.
+	branch := between(reply.Body.Text, "Branch ", ",")
+	e.receive(t, "ses-e2e-2", "m2@example.com", "In-Reply-To: <"+reply.MessageID+"@"+sesDomain+">\r\n", "Now a bold tagline")
+	second := e.awaitReply(t, "Now a bold tagline", 90*time.Second)
+	if got := between(second.Body.Text, "Branch ", ","); branch == "" || got != branch {
+		t.Fatalf("the answer to SES's Message-ID went to branch %q, want the thread's %q:\n%s", got, branch, second.Body.Text)
+	}
+}
+
+// sesDomain is the domain of SES's Message-IDs in us-east-1 (outbox/ses.MessageIDDomain).
+const sesDomain = "email.amazonses.com"
+
+// awsEnv is a fresh prefix on the shared emulators with what `webordinary aws setup` creates.
+type awsEnv struct {
+	fauxqs, dynamodb, ses string
+	names                 awssetup.Names
+	engineURL, queueURL   string
+	topicARN              string
+	s3                    *s3.Client
+	sns                   *sns.Client
+}
+
+func newAWSEnv(t *testing.T) *awsEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &awsEnv{fauxqs: awstest.FauxQS(t), dynamodb: awstest.Dynalite(t), ses: awstest.SES(t)}
+	prefix := awsqtest.Prefix()
+	e.names = awssetup.NamesFor(prefix)
+	if _, err := awssetup.Setup(ctx, awssetup.Config{Prefix: prefix, Region: "us-east-1", Endpoint: e.fauxqs,
+		DynamoDBEndpoint: e.dynamodb, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatalf("aws setup: %v", err)
+	}
+	e.engineURL = "aws://?region=us-east-1&pollwait=2s&prefix=" + prefix + "&endpoint=" + neturl.QueryEscape(e.fauxqs) +
+		"&dynamodb=" + neturl.QueryEscape(e.dynamodb)
+	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	e.s3 = s3.NewFromConfig(ac, func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(e.fauxqs), true })
+	e.sns = sns.NewFromConfig(ac, func(o *sns.Options) { o.BaseEndpoint = aws.String(e.fauxqs) })
+	q, err := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(e.fauxqs) }).
+		GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(e.names.InboundQueue)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := e.sns.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(e.names.InboundTopic)}) // exists: its ARN
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.queueURL, e.topicARN = *q.QueueUrl, *topic.TopicArn
+	return e
+}
+
+// sesPass is SES's own Authentication-Results for mail that passed its checks.
+const sesPass = "amazonses.com;\r\n spf=pass (spfCheck: domain of example.com designates 192.0.2.1 as permitted sender) client-ip=192.0.2.1; envelope-from=alice@example.com; helo=mail.example.com;\r\n dkim=pass header.i=@example.com;\r\n dmarc=pass header.from=example.com;"
+
+// receive plays SES receiving alice's instruction: the raw message into the inbound bucket
+// (with the headers SES prepends), then the notification through the topic.
+func (e *awsEnv) receive(t *testing.T, id, messageID, headers, body string) {
+	t.Helper()
+	ctx, now := context.Background(), time.Now()
+	raw := "Received: from mail.example.com by inbound-smtp.us-east-1.amazonaws.com with SMTP id " + id + "\r\n" +
+		"X-SES-Spam-Verdict: PASS\r\nX-SES-Virus-Verdict: PASS\r\nAuthentication-Results: " + sesPass + "\r\n" +
+		"From: Alice <alice@example.com>\r\nTo: edit@edit.example.net\r\nSubject: Our homepage\r\n" +
+		"Message-ID: <" + messageID + ">\r\n" + headers + "Date: " + now.Format(time.RFC1123Z) + "\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n"
+	key := awssetup.InboundKeyPrefix + id
+	if _, err := e.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(e.names.InboundBucket), Key: aws.String(key),
+		Body: strings.NewReader(raw)}); err != nil {
+		t.Fatal(err)
+	}
+	pass := map[string]string{"status": "PASS"}
+	n := map[string]any{
+		"notificationType": "Received",
+		"receipt": map[string]any{
+			"timestamp": now.UTC().Format(time.RFC3339Nano), "recipients": []string{"edit@edit.example.net"},
+			"spamVerdict": pass, "virusVerdict": pass, "spfVerdict": pass, "dkimVerdict": pass, "dmarcVerdict": pass,
+			"action": map[string]any{"type": "S3", "topicArn": e.topicARN, "bucketName": e.names.InboundBucket, "objectKey": key},
+		},
+		"mail": map[string]any{"timestamp": now.UTC().Format(time.RFC3339Nano), "source": "alice@example.com",
+			"messageId": id, "destination": []string{"edit@edit.example.net"}},
+	}
+	data, _ := json.Marshal(n)
+	if _, err := e.sns.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(e.topicARN), Message: aws.String(string(data))}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sesEmail is what aws-ses-v2-local's GET /store lists per message.
+type sesEmail struct {
+	MessageID string `json:"messageId"`
+	From      string `json:"from"`
+	Subject   string `json:"subject"`
+	Body      struct {
+		Text string `json:"text"`
+	} `json:"body"`
+}
+
+// awaitReply waits for the reply that quotes text (the emulator's store is shared by the
+// package's tests: each test's instructions are its own).
+func (e *awsEnv) awaitReply(t *testing.T, text string, within time.Duration) sesEmail {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, m := range e.sent(t) {
+			if strings.Contains(m.Body.Text, text) {
+				return m
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no reply in aws-ses-v2-local's store within %s", within)
+	return sesEmail{}
+}
+
+func (e *awsEnv) sent(t *testing.T) []sesEmail {
+	t.Helper()
+	resp, err := http.Get(e.ses + "/store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Emails []sesEmail `json:"emails"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Emails
+}
+
+// objects counts the objects under prefix in bucket (one page is enough to tell).
+func (e *awsEnv) objects(t *testing.T, bucket, prefix string) int {
+	t.Helper()
+	out, err := e.s3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Contents)
+}
+
+// freePort is a loopback port that was free a moment ago (the worker process must know serve's
+// preview port for its links before serve binds it).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestTemplateUsesRealFlags: every WO_* variable deploy/aws/template.yaml sets is a flag of
+// serve or worker (the configuration reference lists each flag's variable).
+func TestTemplateUsesRealFlags(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "aws", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := flagReference()
+	vars := regexp.MustCompile(`Name: (WO_[A-Z0-9_]+)`).FindAllStringSubmatch(string(data), -1)
+	if len(vars) == 0 {
+		t.Fatal("no WO_* variables in the template")
+	}
+	for _, v := range vars {
+		if !strings.Contains(ref, "["+v[1]+"]") {
+			t.Errorf("the template sets %s, which no flag reads", v[1])
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package awsq_test
+
+const raceDetector = false
