@@ -177,7 +177,7 @@ func TestClusterLosesANode(t *testing.T) {
 	run := c.steadyJobs(t, tenants, rounds, killRound, func() (time.Time, string, []string) { return killLeader(t, nodes) })
 	for _, s := range run.subs {
 		if rec := c.job(context.Background(), s.id, 30*time.Second); rec.State != broker.StateDone {
-			t.Fatalf("job %s ended %s (%s)", s.id, rec.State, rec.LastError)
+			t.Fatalf("job %s of %s ended %s after 30s (%s; attempts %d)", s.id, rec.Job.Tenant, rec.State, rec.LastError, rec.Attempts)
 		}
 	}
 	runs := checkChaosLog(t, filepath.Join(c.dir, "chaos.log"), tenants, rounds)

@@ -34,6 +34,12 @@ const MaxInstruction = 64 << 10
 // DefaultReconcileEvery is Config.ReconcileEvery's default.
 const DefaultReconcileEvery = 3 * time.Second
 
+// DefaultRepeatClaimAfter is Config.RepeatClaimAfter's default. A repeated request is cheap
+// and harmless: it merges into the tenant's one request and keeps its oldest since, so it
+// never pushes the tenant back. It is what recovers a request lost with a node (a write cut
+// off by a leader's death); at 30s, TestClusterLosesANode saw a job wait out its whole 30s.
+const DefaultRepeatClaimAfter = 6 * time.Second
+
 // Config configures a Router.
 type Config struct {
 	// Backend provides the broker ports. Required.
@@ -42,7 +48,8 @@ type Config struct {
 	Policy func(ctx context.Context, t tenant.ID) Policy
 	// ReconcileEvery is the reconciler's period. Default 3s.
 	ReconcileEvery time.Duration
-	// RepeatClaimAfter spaces repeated claim requests for a tenant that stays unowned. Default 30s.
+	// RepeatClaimAfter spaces repeated claim requests for a tenant that stays unowned. Default
+	// DefaultRepeatClaimAfter.
 	RepeatClaimAfter time.Duration
 	// OnResult is called for each job result, in order per router; an error leaves the result
 	// to be delivered again. Default: log it.
@@ -59,7 +66,7 @@ func (c Config) withDefaults() Config {
 		c.ReconcileEvery = DefaultReconcileEvery
 	}
 	if c.RepeatClaimAfter == 0 {
-		c.RepeatClaimAfter = 30 * time.Second
+		c.RepeatClaimAfter = DefaultRepeatClaimAfter
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
