@@ -150,7 +150,7 @@ var fieldFlags = map[string]string{
 	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 	"Worker.StateMaxBytes": "state-max-bytes",
-	"Worker.IdleExit": "idle-exit",
+	"Worker.IdleExit":      "idle-exit",
 	"Worker.PreviewTarget": "preview-target", "Mail.SES": "mail-ses", "Mail.SESQueue": "mail-ses-queue",
 	"Mail.SESConfigurationSet": "mail-ses-configuration-set", "Mail.TrustedAuthServ": "mail-trusted-authserv",
 	"AWS.Region": "aws-region", "AWS.Endpoint": "aws-endpoint", "AWS.S3Endpoint": "aws-s3-endpoint",
