@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,6 +75,7 @@ var (
 
 // NewEngine opens the engine's preview store.
 func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
+	cfg.Domain = strings.Trim(strings.ToLower(cfg.Domain), ".") // as EngineServer reads hosts
 	if cfg.Domain == "" {
 		cfg.Domain = "localhost"
 	}
