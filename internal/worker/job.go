@@ -18,7 +18,15 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 	if o.lost() {
 		return false
 	}
+	// The job is current before its record says running: an interrupt sent as soon as
+	// anyone can see it running finds it here and cancels jctx, even before Process starts.
+	jctx, cancel := context.WithCancelCause(o.ctx)
+	defer cancel(nil)
+	o.setCurrent(&current{id: d.Job().ID, thread: d.Job().Thread, d: d, cancel: cancel})
 	rec, err := o.start(d)
+	if err != nil {
+		o.setCurrent(nil)
+	}
 	switch {
 	case errors.Is(err, errSettled):
 		o.resettle(d, rec, log)
@@ -36,7 +44,7 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 		return true
 	}
 	o.jobs++
-	out, perr, cause := o.process(shutdown, d, rec)
+	out, perr, cause := o.process(shutdown, jctx, cancel, d, rec)
 	return o.settle(d, rec, out, perr, cause, log)
 }
 
@@ -79,12 +87,8 @@ func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 
 // process runs the processor with a context cancelled by lease loss (cause ErrLeaseLost),
 // an interrupt (ErrInterrupted) or shutdown after the grace period (ErrShutdown).
-func (o *ownership) process(shutdown context.Context, d broker.Delivery, rec broker.JobRecord) (Outcome, error, error) {
-	jctx, cancel := context.WithCancelCause(o.ctx)
-	defer cancel(nil)
-	o.mu.Lock()
-	o.cur = &current{id: rec.Job.ID, thread: rec.Job.Thread, d: d, cancel: cancel}
-	o.mu.Unlock()
+// jctx is the job's context, made current by runJob.
+func (o *ownership) process(shutdown, jctx context.Context, cancel context.CancelCauseFunc, d broker.Delivery, rec broker.JobRecord) (Outcome, error, error) {
 	defer o.w.set("owning", o.leaseNow(), "")
 	stopGrace := context.AfterFunc(shutdown, func() {
 		t := time.AfterFunc(o.w.cfg.ShutdownGrace, func() { cancel(ErrShutdown) })
@@ -92,11 +96,15 @@ func (o *ownership) process(shutdown context.Context, d broker.Delivery, rec bro
 	})
 	task := Task{Job: d.Job(), Attempt: rec.Attempts, Worker: o.w.id, LeaseToken: o.token, CheckLease: o.checkLease}
 	out, err := o.w.cfg.Processor.Process(jctx, task)
-	o.mu.Lock()
-	o.cur = nil // no interrupt can land between the processor's return and reading its cause
-	o.mu.Unlock()
+	o.setCurrent(nil) // no interrupt can land between the processor's return and reading its cause
 	stopGrace()
 	return out, err, context.Cause(jctx)
+}
+
+func (o *ownership) setCurrent(c *current) {
+	o.mu.Lock()
+	o.cur = c
+	o.mu.Unlock()
 }
 
 // settle turns the processor's return into the job's next state.

@@ -251,6 +251,49 @@ func TestInterruptByNewerJob(t *testing.T) {
 	})
 }
 
+// interruptOnStart is a Jobs port that, the moment a job's record says running, has the
+// router interrupt it and waits for the signal to be delivered before the worker goes on:
+// an operator who clicks Interrupt as soon as the page shows "running".
+type interruptOnStart struct {
+	broker.Jobs
+	r *router.Router
+}
+
+func (j interruptOnStart) Update(ctx context.Context, id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
+	rec, err := j.Jobs.Update(ctx, id, fn)
+	if err == nil && rec.State == broker.StateRunning && rec.Attempts == 1 {
+		if ierr := j.r.Interrupt(ctx, id, "clicked at once"); ierr != nil {
+			return rec, ierr
+		}
+		time.Sleep(300 * time.Millisecond) // the signal lands before the worker's next step
+	}
+	return rec, err
+}
+
+// TestInterruptAsSoonAsRunning: an interrupt sent the moment the record says running is
+// not lost in the gap before the processor starts.
+func TestInterruptAsSoonAsRunning(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		b, _ := f.connect()
+		wrapped := *b
+		wrapped.Jobs = interruptOnStart{Jobs: b.Jobs, r: f.router}
+		f.pool(worker.Config{Workers: 1, Backend: &wrapped, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				select {
+				case <-ctx.Done():
+					return worker.Outcome{Summary: "stopped"}, context.Cause(ctx)
+				case <-time.After(5 * time.Second):
+					return worker.Outcome{Summary: "ran to the end"}, nil
+				}
+			})})
+		rec := f.submit("site", "alice", "block")
+		if got := f.wait(rec.Job.ID, 10*time.Second); got.State != broker.StateInterrupted {
+			t.Fatalf("state %s; want interrupted", got.State)
+		}
+	})
+}
+
 // TestOtherThreadWaitsItsTurn: with policy interrupt, a newer instruction on another thread
 // of the same tenant does not interrupt the running job; it runs after it.
 func TestOtherThreadWaitsItsTurn(t *testing.T) {
