@@ -167,17 +167,20 @@ func TestClusterLosesANode(t *testing.T) {
 	c := &cluster{t: t, dir: reachableTempDir(t), agent: clusterAgent, sandbox: "off"}
 	t.Cleanup(c.stopAll)
 	t.Cleanup(func() { logTailOnFailure(t, filepath.Join(c.dir, "procs.log"), 80) })
+	t.Cleanup(func() { logTailOnFailure(t, filepath.Join(c.dir, "chaos.log"), 20) })
 	nodes := startNATSCluster(t, c, 3)
 	c.serveOn(t, nodes[0].url()+"?replicas=3")
 	for i := range 2 {
 		c.start("worker", "--nats", nodes[1+i].url(), "--workers", "2", "--processor", "command", "--agent-command", c.agent,
-			"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "2s", "--log-level", "warn", "--sandbox", "off")
+			"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "2s", "--log-level", clusterLogLevel(), "--sandbox", "off")
 	}
 	const tenants, rounds, killRound = 6, 12, 3
 	run := c.steadyJobs(t, tenants, rounds, killRound, func() (time.Time, string, []string) { return killLeader(t, nodes) })
 	for _, s := range run.subs {
 		if rec := c.job(context.Background(), s.id, 30*time.Second); rec.State != broker.StateDone {
-			t.Fatalf("job %s of %s ended %s after 30s (%s; attempts %d)", s.id, rec.Job.Tenant, rec.State, rec.LastError, rec.Attempts)
+			st, err := c.client().Status(context.Background())
+			status, _ := json.MarshalIndent(st, "", "  ")
+			t.Fatalf("job %s of %s ended %s after 30s (%s; attempts %d); status (%v):\n%s", s.id, rec.Job.Tenant, rec.State, rec.LastError, rec.Attempts, err, status)
 		}
 	}
 	runs := checkChaosLog(t, filepath.Join(c.dir, "chaos.log"), tenants, rounds)
@@ -207,7 +210,7 @@ func (c *cluster) serveOn(t *testing.T, engine string) {
 	c.serveP = c.start("serve", "--data", c.data(), "--http", "127.0.0.1:0", "--engine", engine,
 		"--ready-file", ready, "--workers", "0", "--interrupt-policy", "queue", "--processor", "command", "--agent-command", c.agent,
 		"--lease-ttl", "2s", "--reconcile", "300ms", "--preview", "", "--shutdown-grace", "1s",
-		"--log-level", "warn", "--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces"))
+		"--log-level", clusterLogLevel(), "--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces"))
 	c.api, _ = waitReady(t, ready)
 }
 
@@ -375,11 +378,26 @@ func warmShare(t *testing.T, log string) (warm, claims int) {
 }
 
 // logTailOnFailure logs the last n lines of the processes' log when t failed.
+// clusterLogLevel is the processes' log level: warn, or WO_TEST_LOG_LEVEL (info to chase a
+// rare failure, with WO_TEST_KEEP_LOGS naming where to keep the whole log).
+func clusterLogLevel() string {
+	if l := os.Getenv("WO_TEST_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
+}
+
 func logTailOnFailure(t *testing.T, path string, n int) {
 	if !t.Failed() {
 		return
 	}
 	data, _ := os.ReadFile(path)
+	if keep := os.Getenv("WO_TEST_KEEP_LOGS"); keep != "" { // a directory for the whole log
+		kept := filepath.Join(keep, fmt.Sprintf("%s-%d-%s", t.Name(), time.Now().UnixNano(), filepath.Base(path)))
+		if err := os.WriteFile(kept, data, 0o644); err == nil {
+			t.Logf("whole log kept at %s", kept)
+		}
+	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	t.Logf("last lines of %s:\n%s", path, strings.Join(lines[max(0, len(lines)-n):], "\n"))
 }
