@@ -27,6 +27,9 @@ const (
 	scaleTick        = 3 * time.Second  // how often the scaler reads the demand
 	scaleWaitTrigger = 15 * time.Second // start pools for waiting tenants after this wait
 	scaleMaxReplicas = 30
+	// scalePollWait is how often an owner with nothing queued looks whether others wait:
+	// 100ms real by default, which this clock would stretch to a simulated minute.
+	scalePollWait = 10 * time.Millisecond // 6 simulated seconds
 )
 
 // sim converts a simulated duration to real time.
@@ -154,6 +157,7 @@ type scaler struct {
 
 	mu       sync.Mutex
 	running  int
+	spawned  []time.Time // when each pool was asked for, for the wait trigger
 	started  int
 	lifetime time.Duration // summed over pools that exited
 	cancels  []context.CancelFunc
@@ -179,16 +183,30 @@ func (s *scaler) run(ctx context.Context) {
 		add := want - s.running
 		if d.OldestWait > sim(scaleWaitTrigger) {
 			// Someone waits although the count says enough: pools on their way out are
-			// counted until they exit. The second trigger, like KEDA's on the oldest wait.
-			add = max(add, d.TenantsWaiting)
+			// counted until they exit. The second trigger, like KEDA's on the oldest wait,
+			// less the pools asked for within the trigger's window: they are still starting.
+			add = max(add, d.TenantsWaiting-s.recent(time.Now().Add(-sim(scaleWaitTrigger))))
 		}
 		add = min(add, scaleMaxReplicas-s.running)
 		s.running += max(add, 0)
+		for range add {
+			s.spawned = append(s.spawned, time.Now())
+		}
 		s.mu.Unlock()
 		for range add {
 			s.wg.Go(func() { s.pool(ctx) })
 		}
 	}
+}
+
+// recent is how many pools were asked for since since; it forgets older ones. s.mu is held.
+func (s *scaler) recent(since time.Time) int {
+	i := 0
+	for i < len(s.spawned) && s.spawned[i].Before(since) {
+		i++
+	}
+	s.spawned = s.spawned[i:]
+	return len(s.spawned)
 }
 
 // pool runs one one-worker pool on its own connection until it exits idle (or ctx ends).
@@ -207,7 +225,7 @@ func (s *scaler) pool(ctx context.Context) {
 	}
 	defer b.Close()
 	p, err := worker.New(worker.Config{Backend: b, Workers: 1, Processor: s.w, Logger: quiet(),
-		IdleExit: sim(scaleIdleExit), WarmFor: sim(worker.DefaultWarmFor), LeaseTTL: 15 * time.Second})
+		IdleExit: sim(scaleIdleExit), PollWait: scalePollWait, WarmFor: sim(worker.DefaultWarmFor), LeaseTTL: 15 * time.Second})
 	if err != nil {
 		s.exited(begin)
 		return

@@ -15,6 +15,7 @@ const (
 	DefaultLeaseTTL      = 15 * time.Second
 	DefaultIdleRelease   = 30 * time.Minute
 	DefaultQuantum       = 500 * time.Millisecond
+	DefaultPollWait      = 100 * time.Millisecond
 	DefaultMaxAttempts   = 3
 	DefaultShutdownGrace = 10 * time.Second
 	// DefaultWarmFor is like Temporal's sticky queue: its schedule-to-start fallback is 5s.
@@ -57,6 +58,10 @@ type Config struct {
 	// workspace for it is warm (only on backends that offer broker.WarmClaims), before any
 	// process may take it. Default 5s; negative: off.
 	WarmFor time.Duration
+	// PollWait bounds one wait for the owned tenant's next job, so an owner with nothing
+	// queued looks again this often whether other tenants wait for a worker (and releases to
+	// them). A job published during the wait is delivered at once. Default 100ms.
+	PollWait time.Duration
 	// IdleExit ends Run (with ErrIdleExit, after the usual graceful shutdown) once no worker
 	// of the process has run a job for this long (owning a tenant with nothing queued counts
 	// as idle): the platform's scaler may then scale to zero. 0: never.
@@ -84,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Quantum == 0 {
 		c.Quantum = DefaultQuantum
+	}
+	if c.PollWait == 0 {
+		c.PollWait = DefaultPollWait
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
@@ -117,6 +125,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: heartbeat %s must be positive and at most half the lease TTL %s", c.Heartbeat, c.LeaseTTL)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("worker: max attempts must be at least 1, got %d", c.MaxAttempts)
+	case c.PollWait < time.Millisecond:
+		return fmt.Errorf("worker: PollWait %s must be at least 1ms", c.PollWait)
 	case c.IdleExit < 0:
 		return fmt.Errorf("worker: IdleExit %s must not be negative (0: never exit)", c.IdleExit)
 	}

@@ -13,10 +13,6 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// pollWait bounds one wait for a tenant's next job, so release decisions and shutdown are
-// looked at ten times a second; a job published during the wait is delivered at once.
-const pollWait = 100 * time.Millisecond
-
 // briefWait is the wait for a next job while other tenants wait for a worker: long enough for
 // the last job's ack to be processed and the next message delivered.
 const briefWait = 10 * time.Millisecond
@@ -91,9 +87,9 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 		if o.shouldRelease(shutdown, others) {
 			return
 		}
-		wait := pollWait
+		wait := o.w.cfg.PollWait
 		if others {
-			wait = briefWait // others wait: a tenant with no job at hand is released at once
+			wait = min(briefWait, wait) // others wait: a tenant with no job at hand is released at once
 		}
 		d, err := q.Next(o.ctx, wait)
 		switch {
