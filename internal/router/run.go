@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -173,7 +174,28 @@ func (r *Router) claimIfPending(ctx context.Context, t tenant.ID) {
 	}
 }
 
+// resultLanes is how many results are handled at once: one lane per tenant (by hash), so a
+// tenant's results are handled in order while a slow reply (pictures, a mail relay) holds up
+// only the tenants of its lane.
+const resultLanes = 8
+
 func (r *Router) consumeResults(ctx context.Context) {
+	var wg sync.WaitGroup
+	lanes := make([]chan broker.ResultDelivery, resultLanes)
+	for i := range lanes {
+		lanes[i] = make(chan broker.ResultDelivery, 16)
+		wg.Go(func() {
+			for d := range lanes[i] {
+				r.handleResult(ctx, d)
+			}
+		})
+	}
+	defer func() {
+		for _, l := range lanes {
+			close(l)
+		}
+		wg.Wait()
+	}()
 	for ctx.Err() == nil {
 		d, err := r.b.Results.Next(ctx)
 		if err != nil {
@@ -183,8 +205,17 @@ func (r *Router) consumeResults(ctx context.Context) {
 			}
 			continue
 		}
-		r.handleResult(ctx, d)
+		select {
+		case lanes[laneOf(d.Result().Tenant)] <- d:
+		case <-ctx.Done(): // not acked: delivered again after the results' ack wait
+		}
 	}
+}
+
+func laneOf(t tenant.ID) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(t.String()))
+	return int(h.Sum32() % resultLanes)
 }
 
 func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {

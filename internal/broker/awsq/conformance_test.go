@@ -23,6 +23,10 @@ func harness(ddb awsqtest.DynamoDB) brokertest.Harness {
 		ExpiryLag: 300 * time.Millisecond,
 		// awsqtest sets ClaimAckWait to 2s.
 		ClaimRedelivery: 2 * time.Second,
+		NewPeers: func(t *testing.T) (*broker.Backend, *broker.Backend) {
+			cfg := awsqtest.Config(t, awsqtest.Options{DynamoDB: ddb})
+			return awsqtest.Open(t, cfg), awsqtest.Open(t, cfg)
+		},
 	}
 }
 

@@ -16,6 +16,7 @@ func jobContracts() []contract {
 		{"CreateAndGet", testJobsCreateGet},
 		{"ConcurrentUpdates", testJobsConcurrentUpdates},
 		{"UpdateErrorAborts", testJobsUpdateAborts},
+		{"UpdateSeesOtherProcessesWrites", testJobsUpdateSeesPeers},
 		{"RecentNewestFirst", testJobsRecent},
 		{"RecentDespiteManyUpdates", testJobsRecentAfterUpdates},
 		{"WaitForFinalState", testJobsWait},
@@ -97,6 +98,39 @@ func testJobsUpdateAborts(t *testing.T, h Harness) {
 		t.Errorf("an aborted update returned the record of %q; want the record fn saw (%s), which callers use to say why", got.Job.ID, rec.Job.ID)
 	}
 	expectRecord(t, ctx, b.Jobs, rec)
+}
+
+// testJobsUpdateSeesPeers: after process A updated a record and process B updated it too,
+// A's next Update applies fn to B's version (a client may remember its own writes, never
+// judge by them): fn would refuse A's own version, and must not be refused by it.
+func testJobsUpdateSeesPeers(t *testing.T, h Harness) {
+	ctx, a, b := h.peers(t)
+	rec := newRecord(tenantA, 1)
+	fatalIfErr(t, a.Jobs.Create(ctx, rec), "create")
+	id := rec.Job.ID
+	_, err := a.Jobs.Update(ctx, id, func(r *broker.JobRecord) error { r.State = broker.StateRunning; return nil })
+	fatalIfErr(t, err, "A marks it running")
+	_, err = b.Jobs.Update(ctx, id, func(r *broker.JobRecord) error { r.State, r.LastError = broker.StateQueued, "B"; return nil })
+	fatalIfErr(t, err, "B hands it back")
+	errRunning := errors.New("still running")
+	got, err := a.Jobs.Update(ctx, id, func(r *broker.JobRecord) error {
+		if r.State == broker.StateRunning { // true only of A's own, older version
+			return errRunning
+		}
+		r.State = broker.StateDone
+		return nil
+	})
+	if err != nil || got.State != broker.StateDone || got.LastError != "B" {
+		t.Fatalf("A's update after B's stored state %s, last error %q (err %v); want fn applied to B's record: done, \"B\"", got.State, got.LastError, err)
+	}
+	_, err = b.Jobs.Update(ctx, id, func(r *broker.JobRecord) error { r.Attempts = 5; return nil })
+	fatalIfErr(t, err, "B updates again")
+	got, err = a.Jobs.Update(ctx, id, func(r *broker.JobRecord) error { r.LastError += "+A"; return nil })
+	fatalIfErr(t, err, "A appends")
+	if got.Attempts != 5 || got.LastError != "B+A" {
+		t.Fatalf("A's update stored attempts %d, last error %q; want 5 and %q (B's writes kept)", got.Attempts, got.LastError, "B+A")
+	}
+	expectRecord(t, ctx, b.Jobs, got)
 }
 
 // testJobsRecent: Recent returns at most n records, newest first.

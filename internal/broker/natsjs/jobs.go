@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,6 +18,40 @@ import (
 type jobs struct {
 	kv jetstream.KeyValue
 	s  jetstream.Stream
+
+	// written holds this client's last write of each record it updated (bounded), so the
+	// next Update of it (a worker's final state after its running mark) can skip the read:
+	// the compare-and-set still refuses it if anyone wrote since.
+	mu      sync.Mutex
+	written map[string]writtenRecord
+}
+
+type writtenRecord struct {
+	data []byte
+	rev  uint64
+}
+
+// maxWritten bounds jobs.written; past it the map starts over.
+const maxWritten = 4096
+
+func (j *jobs) lastWrite(id string) (writtenRecord, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	w, ok := j.written[id]
+	return w, ok
+}
+
+func (j *jobs) remember(id string, w writtenRecord, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case !ok:
+		delete(j.written, id)
+	case j.written == nil || len(j.written) >= maxWritten:
+		j.written = map[string]writtenRecord{id: w}
+	default:
+		j.written[id] = w
+	}
 }
 
 var _ broker.Jobs = (*jobs)(nil)
@@ -54,22 +89,37 @@ func (j *jobs) get(ctx context.Context, id string) (broker.JobRecord, uint64, er
 }
 
 func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
+	last, cached := j.lastWrite(id)
 	for {
-		rec, rev, err := j.get(ctx, id)
+		var rec broker.JobRecord
+		var rev uint64
+		var err error
+		if cached {
+			err = json.Unmarshal(last.data, &rec)
+			rev = last.rev
+		} else {
+			rec, rev, err = j.get(ctx, id)
+		}
 		if err != nil {
 			return rec, err
 		}
 		if err := fn(&rec); err != nil {
+			if cached { // fn judges the current record, and ours may be behind: read it
+				cached = false
+				continue
+			}
 			return rec, err
 		}
 		data, err := json.Marshal(rec)
 		if err != nil {
 			return rec, fmt.Errorf("natsjs: encode job record %s: %w", id, err)
 		}
-		_, err = j.kv.Update(ctx, id, data, rev)
+		rev, err = j.kv.Update(ctx, id, data, rev)
 		if isWrongLastSeq(err) {
+			cached = false
 			continue
 		}
+		j.remember(id, writtenRecord{data: data, rev: rev}, err == nil)
 		return rec, ctxErr(ctx, wrap("update record for", id, err))
 	}
 }
