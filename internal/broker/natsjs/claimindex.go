@@ -3,6 +3,7 @@ package natsjs
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ type claimIndex struct {
 
 	mu      sync.Mutex
 	entries map[string]claimEntry
+	seen    uint64        // the highest revision received or written
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -31,21 +33,35 @@ type claimEntry struct {
 // fixed 5s heartbeat and its resets.
 const watchHeartbeat = time.Second
 
+// watchCheck is how often the watchdog compares the index with the bucket: one stream info
+// request per process per period, idle or not.
+const watchCheck = 2 * time.Second
+
+// claimWatch is the running watch: the current consumer and the watchdog that replaces it.
+type claimWatch struct {
+	s    jetstream.Stream
+	idx  *claimIndex
+	log  *slog.Logger
+	mu   sync.Mutex
+	cc   jetstream.ConsumeContext
+	done chan struct{}
+	once sync.Once
+}
+
 // watchClaims starts the watch: an ordered consumer on the bucket's stream, last record per
 // key first. It ends when stop is called or the connection closes.
-func watchClaims(js jetstream.JetStream) (*claimIndex, func(), error) {
+//
+// The ordered consumer is meant to notice a lost server and start over by itself, but on a
+// cluster that lost a node under load a process's watch was seen to stop without a word
+// while everyone's claims went unanswered (TestClusterLosesANode, about 1 run in 10). So a
+// watchdog compares, every watchCheck, the bucket's last sequence with what the index has
+// seen: an index still short of the sequence the previous check read (a live watch is
+// milliseconds behind), or ahead of the bucket (the engine lost the memory bucket and
+// started over), gets a fresh watch.
+func watchClaims(js jetstream.JetStream, log *slog.Logger) (*claimIndex, *claimWatch, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, "KV_"+bucketClaims)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{claimsPrefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-		// A process that dies leaves its consumer behind: the engine removes it after this
-		// long without a pull (a live one pulls every PullExpiry), not the default 5 minutes,
-		// so workers that come and go (autoscaling) do not pile them up.
-		InactiveThreshold: 10 * watchHeartbeat})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,13 +70,96 @@ func watchClaims(js jetstream.JetStream) (*claimIndex, func(), error) {
 	if s.CachedInfo().State.Msgs == 0 {
 		readyOnce()
 	}
-	cc, err := c.Consume(func(m jetstream.Msg) { idx.receive(m, readyOnce) },
-		jetstream.PullExpiry(5*watchHeartbeat), jetstream.PullHeartbeat(watchHeartbeat))
+	w := &claimWatch{s: s, idx: idx, log: log, done: make(chan struct{})}
+	cc, err := w.consume(ctx, readyOnce)
 	if err != nil {
 		return nil, nil, err
 	}
+	w.cc = cc
 	go func() { <-cc.Closed(); readyOnce() }() // callers then fail on the engine
-	return idx, cc.Stop, nil
+	go w.watchdog(s.CachedInfo().State.LastSeq)
+	return idx, w, nil
+}
+
+// consume starts an ordered consumer feeding the index, last record per key first.
+func (w *claimWatch) consume(ctx context.Context, ready func()) (jetstream.ConsumeContext, error) {
+	c, err := w.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{claimsPrefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		// A process that dies leaves its consumer behind: the engine removes it after this
+		// long without a pull (a live one pulls every PullExpiry), not the default 5 minutes,
+		// so workers that come and go (autoscaling) do not pile them up.
+		InactiveThreshold: 10 * watchHeartbeat})
+	if err != nil {
+		return nil, err
+	}
+	return c.Consume(func(m jetstream.Msg) { w.idx.receive(m, ready) },
+		jetstream.PullExpiry(5*watchHeartbeat), jetstream.PullHeartbeat(watchHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			w.log.Debug("claims watch", slog.Any("err", err))
+		}))
+}
+
+func (w *claimWatch) stop() {
+	w.once.Do(func() {
+		close(w.done)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.cc.Stop()
+	})
+}
+
+// watchdog replaces a watch that fell behind the bucket (see watchClaims).
+func (w *claimWatch) watchdog(prev uint64) {
+	t := time.NewTicker(watchCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-t.C:
+		}
+		seen := w.idx.lastSeen() // before the info: whatever it saw, the bucket had by then
+		ctx, cancel := context.WithTimeout(context.Background(), watchCheck)
+		info, err := w.s.Info(ctx)
+		cancel()
+		if err != nil {
+			continue // the engine does not answer: nothing to compare with
+		}
+		last := info.State.LastSeq
+		switch {
+		case seen > last:
+			w.log.Warn("claims bucket started over (engine restarted): watching it afresh", slog.Uint64("seen", seen), slog.Uint64("last", last))
+			w.restart(true)
+		case seen < prev:
+			w.log.Warn("claims watch fell behind the engine: starting it over", slog.Uint64("seen", seen), slog.Uint64("last", last), slog.Uint64("lastBefore", prev))
+			w.restart(false)
+		}
+		prev = last
+	}
+}
+
+// restart replaces the consumer; clear drops what the index held (revisions of a bucket
+// that no longer exists).
+func (w *claimWatch) restart(clear bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	w.cc.Stop()
+	if clear {
+		w.idx.clear()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), watchCheck)
+	defer cancel()
+	cc, err := w.consume(ctx, func() {})
+	if err != nil {
+		w.log.Warn("claims watch: start over failed; will try again", slog.Any("err", err))
+		return // the next check finds the index still behind and tries again
+	}
+	w.cc = cc
 }
 
 // claimsPrefix is the subject prefix of the claims bucket's keys.
@@ -87,6 +186,7 @@ func (idx *claimIndex) receive(m jetstream.Msg, ready func()) {
 func (idx *claimIndex) set(key string, e claimEntry) {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
+	idx.seen = max(idx.seen, e.rev)
 	if cur, ok := idx.entries[key]; ok && cur.rev >= e.rev {
 		return
 	}
@@ -103,6 +203,20 @@ func (idx *claimIndex) forget(key string, rev uint64) {
 		cur.v.Done = true
 		idx.entries[key] = cur
 	}
+}
+
+func (idx *claimIndex) lastSeen() uint64 {
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	return idx.seen
+}
+
+// clear forgets every entry.
+func (idx *claimIndex) clear() {
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	idx.entries, idx.seen = map[string]claimEntry{}, 0
+	idx.notify()
 }
 
 func (idx *claimIndex) notify() {

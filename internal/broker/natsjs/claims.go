@@ -26,10 +26,10 @@ type claims struct {
 	kv    jetstream.KeyValue
 	taker string // this instance, in handed-out records
 
-	once sync.Once
-	idx  *claimIndex
-	stop func() // ends the watch
-	err  error
+	once  sync.Once
+	idx   *claimIndex
+	watch *claimWatch
+	err   error
 }
 
 var (
@@ -51,7 +51,13 @@ type claimValue struct {
 	// Warm is the taker that holds the tenant's workspace warm, preferred until WarmUntil.
 	Warm      string    `json:"warm,omitempty"`
 	WarmUntil time.Time `json:"warmUntil,omitzero"`
+	// Asked is when a request last restated it: a repeat writes a new revision (at most
+	// once per reaskEvery), so a watch that missed the record gets it again.
+	Asked time.Time `json:"asked,omitzero"`
 }
+
+// reaskEvery bounds how often repeated requests for a waiting tenant rewrite its record.
+const reaskEvery = time.Second
 
 // excludes reports whether v's warm preference keeps taker from it at now.
 func (v claimValue) excludes(taker string, now time.Time) bool {
@@ -73,10 +79,20 @@ func (v claimValue) merged(exists bool, since, now time.Time) (claimValue, bool)
 		// survives a taker that drops the claim (its ack will not match this revision).
 		return claimValue{Since: minTime(v.Since, since), At: v.At}, true
 	case since.Before(v.Since):
-		v.Since = since
+		v.Since, v.Asked = since, now
+		return v, true
+	case now.Sub(latest(v.At, v.Asked)) >= reaskEvery:
+		v.Asked = now // same place in line, new revision
 		return v, true
 	}
 	return v, false
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -234,14 +250,14 @@ var errClosed = errors.New("backend closed")
 // close ends the watch, if one started.
 func (c *claims) close() {
 	c.once.Do(func() { c.err = errClosed })
-	if c.stop != nil {
-		c.stop()
+	if c.watch != nil {
+		c.watch.stop()
 	}
 }
 
 // index starts the watch on first use and waits until it holds the bucket's current records.
 func (c *claims) index(ctx context.Context) (*claimIndex, error) {
-	c.once.Do(func() { c.idx, c.stop, c.err = watchClaims(c.a.js) })
+	c.once.Do(func() { c.idx, c.watch, c.err = watchClaims(c.a.js, c.a.cfg.Logger) })
 	if c.err != nil {
 		return nil, fmt.Errorf("natsjs: watch claims: %w", c.err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +47,9 @@ type Config struct {
 	DedupWindow time.Duration
 	// JobRetention is how long job records are kept after their last update. Default 30 days.
 	JobRetention time.Duration
+	// Logger receives the backend's own logs (a claims watch that fell behind). Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -60,6 +64,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.JobRetention == 0 {
 		c.JobRetention = 30 * 24 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c
 }

@@ -67,7 +67,7 @@ func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker
 		stop()
 		return nil, err
 	}
-	b, err := owning(ctx, nc, Config{Replicas: 1}, stop)
+	b, err := owning(ctx, nc, Config{Replicas: 1, Logger: opts.Logger}, stop)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +86,7 @@ func openExternal(ctx context.Context, url string, opts broker.Options) (*broker
 	if err != nil {
 		return nil, err
 	}
+	cfg.Logger = opts.Logger
 	var nopts []nats.Option
 	if opts.User != "" && !HasUserInfo(url) {
 		nopts = append(nopts, nats.UserInfo(opts.User, opts.Password))

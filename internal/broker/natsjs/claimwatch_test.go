@@ -1,0 +1,109 @@
+package natsjs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// TestClaimsWatchStartsOverWhenItStops: a process's claims watch that stops without a word
+// (seen on a cluster that lost a node under load: every worker kept its idle tenant, blind
+// to the tenants waiting) is replaced by the watchdog, and the process sees the waiting
+// claim a few seconds later.
+func TestClaimsWatchStartsOverWhenItStops(t *testing.T) {
+	t.Parallel()
+	ctx, worker, router := twoProcesses(t)
+	if n, err := worker.Claims.Waiting(ctx); err != nil || n != 0 {
+		t.Fatalf("waiting before any request: %d, %v", n, err)
+	}
+	w := worker.Claims.(*claims).watch
+	w.mu.Lock()
+	cc := w.cc
+	w.mu.Unlock()
+	cc.Stop() // the watch dies; nothing tells the index
+	<-cc.Closed()
+
+	tn, _ := tenant.New("site", "alice")
+	if err := router.Claims.Request(ctx, tn, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	took := waitWaiting(t, ctx, worker, 1, 3*watchCheck+5*time.Second)
+	t.Logf("the waiting claim was seen %s after the request", took.Round(time.Millisecond))
+	if cl, err := worker.Claims.Next(ctx); err != nil || cl.Tenant() != tn {
+		t.Fatalf("next claim after the watch started over: %v, %v", cl, err)
+	}
+}
+
+// TestRepeatedRequestRewritesTheRecord: a process whose index holds a tenant's waiting
+// request as done (it missed a write) learns of it from the router's next repeat, which
+// writes a new revision even though nothing about the request changed.
+func TestRepeatedRequestRewritesTheRecord(t *testing.T) {
+	t.Parallel()
+	ctx, worker, router := twoProcesses(t)
+	tn, _ := tenant.New("site", "alice")
+	if err := router.Claims.Request(ctx, tn, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitWaiting(t, ctx, worker, 1, 5*time.Second)
+	idx := worker.Claims.(*claims).idx
+	idx.mu.Lock()
+	e := idx.entries[tn.Subject()]
+	idx.mu.Unlock()
+	idx.forget(tn.Subject(), e.rev) // as if it had missed the request
+	if n, _ := worker.Claims.Waiting(ctx); n != 0 {
+		t.Fatalf("after forgetting, %d waiting", n)
+	}
+	time.Sleep(reaskEvery + 100*time.Millisecond)
+	if err := router.Claims.Request(ctx, tn, time.Now()); err != nil { // the reconciler's repeat
+		t.Fatal(err)
+	}
+	waitWaiting(t, ctx, worker, 1, time.Second) // well inside a watchdog period
+}
+
+// waitWaiting waits until b's index shows n waiting claims and returns how long it took.
+func waitWaiting(t *testing.T, ctx context.Context, b *broker.Backend, n int, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		got, err := b.Claims.Waiting(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == n {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("%d claims waiting after %s; want %d", got, within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// twoProcesses starts an engine with two clients: a worker's and a router's.
+func twoProcesses(t *testing.T) (context.Context, *broker.Backend, *broker.Backend) {
+	t.Helper()
+	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	open := func() *broker.Backend {
+		nc, err := ConnectInProcess(srv, "u", "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		b, err := New(ctx, nc, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	return ctx, open(), open()
+}
