@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agent/agenttest"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/shots"
 )
 
 // TestStatelessWorkerResumesSession: job 1 of a thread runs on worker process A with its own
@@ -30,7 +33,7 @@ func TestStatelessWorkerResumesSession(t *testing.T) {
 	claude := agenttest.BuildFakeClaude(t)
 	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "claude", "--agent-command", claude)
 
-	a := c.statelessWorker(t, "a", previewAddr)
+	a := c.statelessWorker(t, "a", previewAddr, "off")
 	ctx := t.Context()
 	job1 := c.sendThread(ctx, "replace Hello with Job one in index.html")
 	session := matchOne(t, `started session ([0-9a-f-]{36}) \(turn 1\)`, job1.Result.Summary)
@@ -40,7 +43,11 @@ func TestStatelessWorkerResumesSession(t *testing.T) {
 	if err := a.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	c.statelessWorker(t, "b", previewAddr)
+	browser := shots.FindBrowser() // B takes pictures when it can; serve shows them from the engine
+	if browser == "" {
+		browser = "off"
+	}
+	c.statelessWorker(t, "b", previewAddr, browser)
 	job2 := c.sendThread(ctx, "replace Job one with Job two in index.html")
 	if got := matchOne(t, `resumed session ([0-9a-f-]{36}) \(turn 2\)`, job2.Result.Summary); got != session {
 		t.Fatalf("job 2 resumed session %s, expected job 1's %s", got, session)
@@ -54,6 +61,11 @@ func TestStatelessWorkerResumesSession(t *testing.T) {
 	}
 	if cached, _ := os.ReadDir(filepath.Join(dir, "data", "preview-cache")); len(cached) == 0 {
 		t.Fatal("serve served the preview without reading it from the engine into its cache")
+	}
+	if browser != "off" {
+		checkPicturesOnServe(t, c, job2.Job.ID)
+	} else {
+		t.Log("no Chromium here: the pictures' way through the engine is not tested end to end")
 	}
 	for i, j := range []broker.JobRecord{job1, job2} {
 		t.Logf("job %d on %s: stages (ms) %v", i+1, j.Worker, j.Result.Report.StagesMs)
@@ -75,16 +87,55 @@ func startServeOnly(t *testing.T, dir string) (*cluster, string) {
 	return c, readyField(t, ready, "preview")
 }
 
+// checkPicturesOnServe: serve's job page shows the pictures worker B took into its own
+// directory (they came through the engine), and serves one.
+func checkPicturesOnServe(t *testing.T, c *cluster, jobID string) {
+	t.Helper()
+	page := dashboardGet(t, c, "/jobs/"+jobID)
+	m := regexp.MustCompile(`/jobs/` + jobID + `/pictures/([a-z0-9-]+\.png)`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("serve's job page shows no pictures of %s:\n%s", jobID, page)
+	}
+	if pic := dashboardGet(t, c, m[0]); !strings.HasPrefix(pic, "\x89PNG") {
+		t.Fatalf("serve's %s is not a PNG (%d bytes)", m[0], len(pic))
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "b", "shots", jobID, "report.json")); err != nil {
+		t.Fatalf("B's own pictures: %v", err)
+	}
+}
+
+// dashboardGet fetches a dashboard path from serve with the API token.
+func dashboardGet(t *testing.T, c *cluster, path string) string {
+	t.Helper()
+	token, err := readAPIToken(c.data())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, c.api+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s\n%s", path, res.Status, body)
+	}
+	return string(body)
+}
+
 // statelessWorker starts a worker process whose data, workspaces, state and shots are
-// directories of its own under dir/<name>, deploying previews into the engine.
-func (c *cluster) statelessWorker(t *testing.T, name, previewAddr string) *os.Process {
+// directories of its own under dir/<name>, deploying previews into the engine; chromium is
+// its --chromium.
+func (c *cluster) statelessWorker(t *testing.T, name, previewAddr, chromium string) *os.Process {
 	t.Helper()
 	own := filepath.Join(c.dir, name)
 	creds := c.natsCreds()
 	cmd := exec.Command(os.Args[0], "worker", "--nats", c.nats, "--data", filepath.Join(own, "data"), "--workers", "1",
 		"--lease-ttl", "1s", "--log-level", "info", "--workspaces", filepath.Join(own, "workspaces"),
 		"--state", filepath.Join(own, "state"), "--previews", "engine", "--shots", filepath.Join(own, "shots"),
-		"--chromium", "off", "--preview-port", portOf(previewAddr))
+		"--chromium", chromium, "--preview-port", portOf(previewAddr))
 	// Its own data directory; the engine's credentials come from the environment, as on
 	// another machine.
 	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1", "WO_NATS_USER="+creds.User, "WO_NATS_PASSWORD="+creds.Password)

@@ -45,6 +45,7 @@ type App struct {
 	sandbox     *sandbox.Sandbox
 	credsSource string // where the engine credentials came from (no secret)
 	aws         awsClients
+	shotsRemote broker.Blobs // pictures between machines; nil when they share Worker.Shots
 }
 
 // listeners are serve's bound addresses; nil when not configured.
@@ -95,6 +96,10 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	b, err := a.openEngine(ctx)
 	if err != nil {
+		return err
+	}
+	if err := a.openShotsRemote(ctx, b); err != nil {
+		_ = b.Close()
 		return err
 	}
 	comps, err := a.build(ctx, b)

@@ -235,7 +235,8 @@ type Worker struct {
 	// needed). It and Previews PreviewsEngine are alternatives; Validate refuses both.
 	PreviewTarget string
 	// Shots is where the pictures of each job's change go, read by serve for replies and job
-	// pages; shared like Previews. Default <Data>/shots.
+	// pages; shared like Previews, unless previews live in the engine or S3 (pictures then
+	// travel through the engine's blob store "shots"). Default <Data>/shots.
 	Shots string
 	// Chromium is the headless browser that takes them: "" finds the system's, "off" takes
 	// none.

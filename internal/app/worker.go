@@ -137,7 +137,7 @@ func (a *App) shooter() (*shots.Shooter, error) {
 	if w.Chromium == ChromiumOff {
 		return nil, nil
 	}
-	sh, err := shots.New(shots.Config{Dir: w.Shots, Browser: w.Chromium, Sandbox: a.sandbox, Pages: w.ShotPages,
+	sh, err := shots.New(shots.Config{Dir: w.Shots, Remote: a.shotsRemote, Browser: w.Chromium, Sandbox: a.sandbox, Pages: w.ShotPages,
 		PageBudget: w.ShotBudget, Logger: a.log})
 	if err != nil {
 		return nil, &FieldError{Field: "Worker.Chromium", Value: w.Chromium, Err: err}
@@ -150,7 +150,22 @@ func (a *App) pictures() *shots.Store {
 	if a.cfg.Worker.Chromium == ChromiumOff {
 		return nil
 	}
-	return &shots.Store{Dir: a.cfg.Worker.Shots}
+	return &shots.Store{Dir: a.cfg.Worker.Shots, Remote: a.shotsRemote}
+}
+
+// openShotsRemote opens the engine's pictures store when previews live in the engine or in
+// S3, the shapes where workers and serve share no disk: --shots is then each machine's own.
+func (a *App) openShotsRemote(ctx context.Context, b *broker.Backend) error {
+	w := a.cfg.Worker
+	if w.Chromium == ChromiumOff || (w.Previews != PreviewsEngine && w.PreviewTarget == "") {
+		return nil
+	}
+	blobs, err := b.Blobs(ctx, shots.BlobStore)
+	if err != nil {
+		return fmt.Errorf("open the engine's pictures store: %w", err)
+	}
+	a.shotsRemote = blobs
+	return nil
 }
 
 // describeSandbox is the sandbox line of the startup banner.

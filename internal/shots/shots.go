@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
@@ -27,9 +28,12 @@ const (
 // Config configures a Shooter.
 type Config struct {
 	// Dir keeps each job's pictures and report: Dir/<job>/. Required. The reply composer and
-	// the dashboard read them from there, so workers and the server must share it (as they
-	// share the preview root).
+	// the dashboard read them from there: workers and the server share it, unless Remote is
+	// set.
 	Dir string
+	// Remote, when set, receives a copy of each job's pictures (Store.Remote), for servers
+	// on other machines.
+	Remote broker.Blobs
 	// Browser is the Chromium binary; "" finds one (FindBrowser). None found: jobs get no
 	// pictures and their report says why.
 	Browser string
@@ -118,7 +122,7 @@ func New(cfg Config) (*Shooter, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("shots: %w", err)
 	}
-	return &Shooter{cfg: cfg, store: Store{Dir: cfg.Dir}, l: &launcher{path: cfg.Browser, sb: cfg.Sandbox}}, nil
+	return &Shooter{cfg: cfg, store: Store{Dir: cfg.Dir, Remote: cfg.Remote}, l: &launcher{path: cfg.Browser, sb: cfg.Sandbox}}, nil
 }
 
 // Store returns the store the shooter writes to.
@@ -156,6 +160,11 @@ func (s *Shooter) Shoot(ctx context.Context, req Request) (Report, error) {
 	rep.DurationMs = time.Since(start).Milliseconds()
 	if serr := s.store.save(req.JobID, rep); serr != nil && err == nil {
 		err = serr
+	} else if serr == nil {
+		if perr := s.store.publish(context.WithoutCancel(ctx), req.JobID); perr != nil {
+			s.cfg.Logger.WarnContext(ctx, "pictures not copied to the engine: other machines' replies and job pages go without them",
+				slog.String("job", req.JobID), slog.Any("err", perr))
+		}
 	}
 	s.log(ctx, req, rep, err)
 	return rep, err

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 )
 
@@ -26,6 +27,9 @@ var ErrNoPictures = errors.New("no pictures for this job")
 // reply composer and the dashboard read it; Shoot writes it. Safe for concurrent use.
 type Store struct {
 	Dir string
+	// Remote, when set, is where pictures travel between machines (see BlobStore): Shoot
+	// copies each job's directory there, and reads fetch what this Dir lacks.
+	Remote broker.Blobs
 }
 
 const reportName = "report.json"
@@ -42,6 +46,9 @@ var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*\.(png|jpg|json)$`)
 
 // Report reads a job's report; ErrNoPictures when it has none.
 func (s Store) Report(jobID string) (Report, error) {
+	if err := s.ensure(jobID); err != nil {
+		return Report{}, err
+	}
 	data, err := os.ReadFile(filepath.Join(s.jobDir(jobID), reportName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Report{}, ErrNoPictures
@@ -58,7 +65,22 @@ func (s Store) Report(jobID string) (Report, error) {
 
 // Path returns the path of a job's picture, refusing names Shoot does not write (so an
 // HTTP handler can pass a URL segment through).
+// Pictures another machine took are fetched first (Remote).
 func (s Store) Path(jobID, name string) (string, error) {
+	p, err := s.path(jobID, name)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		if err := s.ensure(jobID); err != nil {
+			return "", err
+		}
+	}
+	return p, nil
+}
+
+// path is Path without fetching: where this machine writes.
+func (s Store) path(jobID, name string) (string, error) {
 	if !validName.MatchString(name) || strings.Contains(name, "..") {
 		return "", fmt.Errorf("%w: no picture named %q", ErrNoPictures, name)
 	}
@@ -84,7 +106,7 @@ func (s Store) reset(jobID string) error {
 }
 
 func (s Store) write(jobID, name string, data []byte) error {
-	p, err := s.Path(jobID, name)
+	p, err := s.path(jobID, name)
 	if err != nil {
 		return err
 	}
@@ -170,7 +192,7 @@ func (s Store) cache(key, jobID, name string) {
 	if key == "" || name == "" {
 		return
 	}
-	src, err := s.Path(jobID, name)
+	src, err := s.path(jobID, name)
 	if err != nil {
 		return
 	}
@@ -183,7 +205,7 @@ func (s Store) cache(key, jobID, name string) {
 // put stores a job's full-size picture: linked from the cache when it came from there, else
 // encoded, written and filed in the cache (when it has a key).
 func (s Store) put(jobID, name string, r result) error {
-	p, err := s.Path(jobID, name)
+	p, err := s.path(jobID, name)
 	if err != nil {
 		return err
 	}
