@@ -206,22 +206,41 @@ func countResultsAt(t *testing.T, url string, opts ...nats.Option) map[string]in
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
+	// A consumer made just after a cluster lost a node can stay silent for a while: read
+	// again with a fresh one until the whole stream has been read (at most 5 tries).
+	var out map[string]int
+	var read, total int
+	for try := 0; try < 5; try++ {
+		out, read, total, err = readResults(js)
+		if err == nil && read >= total {
+			return out
+		}
+		t.Logf("results read %d of %d (%v); reading again", read, total, err)
+		time.Sleep(2 * time.Second)
+	}
+	t.Fatalf("could not read the results stream: %d of %d, %v", read, total, err)
+	return nil
+}
+
+// readResults counts the results stream's messages by job id with one ordered consumer.
+func readResults(js jetstream.JetStream) (map[string]int, int, int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := js.OrderedConsumer(ctx, "WO_RESULTS", jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		t.Fatal(err)
+		return nil, 0, 0, err
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return nil, 0, 0, err
 	}
 	out := map[string]int{}
 	total := int(info.NumPending)
-	for n := 0; n < total; {
+	n := 0
+	for n < total {
 		batch, err := c.Fetch(total-n, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			return out, n, total, err
 		}
 		got := 0
 		for m := range batch.Messages() {
@@ -234,7 +253,7 @@ func countResultsAt(t *testing.T, url string, opts ...nats.Option) map[string]in
 		}
 		n += got
 	}
-	return out
+	return out, n, total, nil
 }
 
 // orphanAgent starts a tool shell in its own session (as agents do) and a plain child,

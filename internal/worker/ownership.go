@@ -32,6 +32,8 @@ type ownership struct {
 	drained      bool        // the last job had nothing queued behind it
 	jobs         int         // jobs started in this tenure (not counting re-settled ones)
 	releaseAsked atomic.Bool // an operator asked for the tenant to be released
+	failingSince time.Time   // when Next began failing without a break; zero when it works
+	stuck        bool        // released because Next kept failing
 
 	// tenant and token never change during a tenure; lease (its version and expiry) does,
 	// under mu.
@@ -71,7 +73,12 @@ func (o *ownership) run(shutdown context.Context) {
 	}
 	close(hbStop)
 	<-hbDone
-	o.release(q, shutdown.Err() == nil)
+	o.release(q, shutdown.Err() == nil && !o.stuck)
+}
+
+// stuckAfter is how long Next may fail without a break before the tenant is released.
+func (o *ownership) stuckAfter() time.Duration {
+	return max(5*time.Second, 3*o.w.cfg.LeaseTTL)
 }
 
 func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
@@ -94,14 +101,26 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 		d, err := q.Next(o.ctx, wait)
 		switch {
 		case errors.Is(err, broker.ErrNoMessage):
-			o.idle = true
+			o.idle, o.failingSince = true, time.Time{}
 		case err != nil:
 			if o.ctx.Err() == nil {
 				o.log.ErrorContext(o.ctx, "next job", slog.Any("err", err))
+				if o.failingSince.IsZero() {
+					o.failingSince = time.Now()
+				}
+				if stuck := time.Since(o.failingSince); stuck >= o.stuckAfter() {
+					// Renewing a lease while unable to read the tenant's jobs would hold them
+					// forever: hand the tenant back (to anyone: not warm) to start afresh.
+					o.log.WarnContext(o.ctx, "the tenant's queue keeps failing: releasing it", slog.Duration("for", stuck))
+					metrics.Releases.WithLabelValues("stuck").Inc()
+					o.stuck = true
+					o.w.pool.avoid.add(o.tenant, time.Now().Add(2*o.stuckAfter()))
+					return
+				}
 				sleep(o.ctx, 100*time.Millisecond)
 			}
 		default:
-			o.idle, o.drained = false, d.Behind() == 0
+			o.idle, o.drained, o.failingSince = false, d.Behind() == 0, time.Time{}
 			if !o.runJob(shutdown, d) {
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // Pool runs Config.Workers generic workers in this process.
@@ -17,6 +18,34 @@ type Pool struct {
 	cfg     Config
 	workers []*Worker
 	waiting waitingProbe
+	avoid   avoidList
+}
+
+// avoidList holds tenants this process gave up on (their queue kept failing), so that another
+// process gets the next claim: one of them may read the queue where this one cannot.
+type avoidList struct {
+	mu    sync.Mutex
+	until map[tenant.ID]time.Time
+}
+
+func (a *avoidList) add(t tenant.ID, until time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.until == nil {
+		a.until = map[tenant.ID]time.Time{}
+	}
+	a.until[t] = until
+}
+
+func (a *avoidList) has(t tenant.ID, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	until, ok := a.until[t]
+	if ok && !now.Before(until) {
+		delete(a.until, t)
+		return false
+	}
+	return ok
 }
 
 // New validates cfg and returns a pool ready to Run.

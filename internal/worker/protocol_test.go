@@ -561,3 +561,49 @@ func TestClaimWithNothingToDoIsReleased(t *testing.T) {
 		}
 	})
 }
+
+// unreadableInbox is an inbox whose queues never deliver: every Next fails, as when the
+// engine lost the tenant's consumer and cannot make a new one.
+type unreadableInbox struct{ broker.Inbox }
+
+func (u unreadableInbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions) (broker.Queue, error) {
+	q, err := u.Inbox.Open(ctx, t, opts)
+	return unreadableQueue{q}, err
+}
+
+type unreadableQueue struct{ broker.Queue }
+
+func (unreadableQueue) Next(context.Context, time.Duration) (broker.Delivery, error) {
+	return nil, errors.New("the engine does not answer for this consumer")
+}
+
+// TestOwnerReleasesATenantItCannotRead: an owner whose tenant queue keeps failing does not
+// hold the tenant forever by renewing its lease: it releases it (not warm), and a worker
+// that can read it runs the job.
+func TestOwnerReleasesATenantItCannotRead(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		b, _ := f.connect()
+		broken := *b
+		broken.Inbox = unreadableInbox{b.Inbox}
+		l := newLedger()
+		f.pool(worker.Config{Workers: 1, Backend: &broken, Process: "broken", LeaseTTL: time.Second, Processor: l.processor(0)})
+		rec := f.submit("site", "alice", "x")
+		tn := rec.Job.Tenant
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if lease, err := f.b.Leases.Get(f.ctx, tn); err == nil && strings.HasPrefix(lease.Owner, "broken") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the broken worker never took the tenant")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		f.pool(worker.Config{Workers: 1, Process: "healthy", LeaseTTL: time.Second, Processor: l.processor(0)})
+		got := f.wait(rec.Job.ID, 30*time.Second)
+		if got.State != broker.StateDone || !strings.HasPrefix(got.Worker, "healthy") {
+			t.Fatalf("job %s on %q; want done by the healthy worker", got.State, got.Worker)
+		}
+	})
+}

@@ -96,6 +96,13 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	t := c.Tenant()
 	log := w.log().With(slog.String("tenant", t.String()))
 	b := w.cfg.Backend
+	if w.pool.avoid.has(t, time.Now()) {
+		// Left unacknowledged: after its hand-out time anyone may take it, another
+		// process first with luck (this one gave the tenant up a moment ago).
+		metrics.Claims.WithLabelValues("avoided").Inc()
+		log.InfoContext(ctx, "leaving the claim to another process: this one could not read the tenant's queue")
+		return
+	}
 	if n, err := b.Inbox.Pending(ctx, t); err == nil && n == 0 {
 		_ = c.Ack(ctx)
 		metrics.Claims.WithLabelValues("no_work").Inc()
