@@ -95,7 +95,7 @@ func (w *claimWatch) consume(ctx context.Context, ready func()) (jetstream.Consu
 	return c.Consume(func(m jetstream.Msg) { w.idx.receive(m, ready) },
 		jetstream.PullExpiry(5*watchHeartbeat), jetstream.PullHeartbeat(watchHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Debug("claims watch", slog.Any("err", err))
+			w.log.Info("claims watch", slog.Any("err", err)) // only on trouble: a lost server, a reset
 		}))
 }
 
