@@ -180,12 +180,13 @@ func (s *scaler) run(ctx context.Context) {
 		d := s.r.router.Demand()
 		want := min(d.WorkersWanted, scaleMaxReplicas)
 		s.mu.Lock()
+		starting := s.recent(time.Now().Add(-sim(scaleWaitTrigger))) // every tick: forgets old ones
 		add := want - s.running
 		if d.OldestWait > sim(scaleWaitTrigger) {
 			// Someone waits although the count says enough: pools on their way out are
 			// counted until they exit. The second trigger, like KEDA's on the oldest wait,
 			// less the pools asked for within the trigger's window: they are still starting.
-			add = max(add, d.TenantsWaiting-s.recent(time.Now().Add(-sim(scaleWaitTrigger))))
+			add = max(add, d.TenantsWaiting-starting)
 		}
 		add = min(add, scaleMaxReplicas-s.running)
 		s.running += max(add, 0)

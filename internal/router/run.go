@@ -174,16 +174,17 @@ func (r *Router) claimIfPending(ctx context.Context, t tenant.ID) {
 	}
 }
 
-// resultLanes is how many results are handled at once: one lane per tenant (by hash), so a
-// tenant's results are handled in order while a slow reply (pictures, a mail relay) holds up
-// only the tenants of its lane.
+// resultLanes is how many results are handled at once: a tenant's results always take the
+// same lane (by hash), so they are handled in order. Lanes hold no queue: a result waits only
+// while its own lane is busy, so few results sit fetched and unacknowledged (their ack wait
+// running) behind a slow reply (pictures, a mail relay).
 const resultLanes = 8
 
 func (r *Router) consumeResults(ctx context.Context) {
 	var wg sync.WaitGroup
 	lanes := make([]chan broker.ResultDelivery, resultLanes)
 	for i := range lanes {
-		lanes[i] = make(chan broker.ResultDelivery, 16)
+		lanes[i] = make(chan broker.ResultDelivery)
 		wg.Go(func() {
 			for d := range lanes[i] {
 				r.handleResult(ctx, d)

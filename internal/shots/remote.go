@@ -18,13 +18,26 @@ import (
 // no disk (previews in the engine or in S3): one tar of Dir/<job>/ per job, keyed by job id.
 const BlobStore = "shots"
 
-// versionName records, in a directory fetched from Store.Remote, the version it came from.
-const versionName = ".version"
+// versionName records, in a fetched copy, the version it came from; publishedName, in a
+// directory this machine wrote, the version it published.
+const (
+	versionName   = ".version"
+	publishedName = ".published"
+)
 
-// remoteTimeout bounds one copy to or from Store.Remote.
-const remoteTimeout = 30 * time.Second
+// remoteDirName holds fetched copies, Dir/.remote/<job>/: apart from the directories this
+// machine writes, so a fetch never touches a job being shot here (a serve with workers of its
+// own shares its Dir with them).
+const remoteDirName = ".remote"
 
-// publish copies a job's directory to s.Remote, if set: the report and every picture it names.
+// remoteTimeout bounds one copy to or from Store.Remote; versionTimeout the cheap check.
+const (
+	remoteTimeout  = 30 * time.Second
+	versionTimeout = 5 * time.Second
+)
+
+// publish copies a job's directory to s.Remote, if set: the report and every picture it
+// names. The version published is noted beside them.
 func (s Store) publish(ctx context.Context, jobID string) error {
 	if s.Remote == nil {
 		return nil
@@ -32,7 +45,8 @@ func (s Store) publish(ctx context.Context, jobID string) error {
 	if !broker.BlobKey.MatchString(jobID) {
 		return fmt.Errorf("shots: job id %q cannot be a blob key", jobID)
 	}
-	entries, err := os.ReadDir(s.jobDir(jobID))
+	dir := s.jobDir(jobID)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
@@ -42,7 +56,7 @@ func (s Store) publish(ctx context.Context, jobID string) error {
 		if !e.Type().IsRegular() || !validName.MatchString(e.Name()) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(s.jobDir(jobID), e.Name()))
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			return err
 		}
@@ -58,49 +72,65 @@ func (s Store) publish(ctx context.Context, jobID string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, remoteTimeout)
 	defer cancel()
-	if _, err := s.Remote.Put(ctx, jobID, buf.Bytes()); err != nil {
+	version, err := s.Remote.Put(ctx, jobID, buf.Bytes())
+	if err != nil {
 		return fmt.Errorf("shots: store the pictures of %s in the engine: %w", jobID, err)
 	}
-	return nil
+	return os.WriteFile(filepath.Join(dir, publishedName), []byte(version), 0o644)
 }
 
-// ensure makes a job's pictures local: kept as they are when this machine took them, else
-// fetched from s.Remote (again when the remote copy changed, as after a check turn's fix).
-// ErrNoPictures when neither has them.
-func (s Store) ensure(jobID string) error {
-	dir := s.jobDir(jobID)
-	local, lerr := os.ReadFile(filepath.Join(dir, versionName))
-	_, rerr := os.Stat(filepath.Join(dir, reportName))
+// dirOf is the directory to read a job's pictures from: this machine's own, unless another
+// machine published a later version (then a fetched copy); a fetched copy when this machine
+// has no finished pictures of the job (none, or being taken again).
+func (s Store) dirOf(jobID string) (string, error) {
+	local := s.jobDir(jobID)
+	_, lerr := os.Stat(filepath.Join(local, reportName))
+	if s.Remote == nil || !broker.BlobKey.MatchString(jobID) {
+		return local, nil
+	}
+	published, perr := os.ReadFile(filepath.Join(local, publishedName))
+	if lerr == nil && perr != nil {
+		return local, nil // taken here and not published: nobody else has them
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
+	v, err := s.Remote.Version(ctx, jobID)
+	cancel()
 	switch {
-	case s.Remote == nil || !broker.BlobKey.MatchString(jobID):
-		return nil // the local directory is all there is
-	case rerr == nil && lerr != nil:
-		return nil // taken here
+	case errors.Is(err, broker.ErrNotFound) || (err != nil && lerr == nil):
+		return local, nil // nothing to fetch, or the engine cannot say: ours will do
+	case err != nil:
+		return "", fmt.Errorf("shots: pictures of %s: %w", jobID, err)
+	case lerr == nil && v == string(published):
+		return local, nil
+	}
+	return s.fetched(jobID, v)
+}
+
+// fetched returns the fetched copy of version v, fetching it when the copy is of another.
+func (s Store) fetched(jobID, v string) (string, error) {
+	dir := filepath.Join(s.Dir, remoteDirName, unsafeChars.ReplaceAllString(jobID, "_"))
+	if have, err := os.ReadFile(filepath.Join(dir, versionName)); err == nil && string(have) == v {
+		return dir, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
 	defer cancel()
-	if rerr == nil {
-		if v, err := s.Remote.Version(ctx, jobID); err != nil || v == string(local) {
-			return nil // current, or the engine cannot say: what is here will do
-		}
-	}
 	data, version, err := s.Remote.Get(ctx, jobID)
 	if errors.Is(err, broker.ErrNotFound) {
-		return nil // Report and Read say ErrNoPictures
+		return dir, nil // gone meanwhile: Report says ErrNoPictures
 	}
 	if err != nil {
-		return fmt.Errorf("shots: fetch the pictures of %s: %w", jobID, err)
+		return "", fmt.Errorf("shots: fetch the pictures of %s: %w", jobID, err)
 	}
-	return s.unpack(jobID, data, version)
+	return dir, unpack(dir, jobID, data, version)
 }
 
-// unpack writes a fetched tar as the job's directory, replacing it in one rename. Only the
-// names Shoot writes are accepted: the archive came over the network.
-func (s Store) unpack(jobID string, data []byte, version string) error {
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+// unpack writes a fetched tar as dir, replacing it in one rename. Only the names Shoot writes
+// are accepted: the archive came over the network.
+func unpack(dir, jobID string, data []byte, version string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(s.Dir, ".fetch-")
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".fetch-")
 	if err != nil {
 		return err
 	}
@@ -131,7 +161,6 @@ func (s Store) unpack(jobID string, data []byte, version string) error {
 	if err := os.WriteFile(filepath.Join(tmp, versionName), []byte(version), 0o644); err != nil {
 		return err
 	}
-	dir := s.jobDir(jobID)
 	old := tmp + "-old"
 	if err := os.Rename(dir, old); err == nil {
 		defer os.RemoveAll(old)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
@@ -56,8 +57,8 @@ func TestPicturesTravelThroughTheEngine(t *testing.T) {
 	if imgs := serve.Images(job); len(imgs) != 1 || string(imgs[0].Data) != "first picture" {
 		t.Fatalf("serve's reply images: %+v", imgs)
 	}
-	if p, err := serve.Path(job, "p1-desktop-mail.png"); err != nil || filepath.Dir(p) != serve.jobDir(job) {
-		t.Fatalf("serve's path: %s, %v", p, err)
+	if p, err := serve.Path(job, "p1-desktop-mail.png"); err != nil || !strings.HasPrefix(p, filepath.Join(serve.Dir, remoteDirName)) {
+		t.Fatalf("serve's path: %s, %v; want the fetched copy", p, err)
 	}
 
 	shoot("Fixed", []byte("second picture")) // the check turn's fix, shot again
@@ -66,6 +67,26 @@ func TestPicturesTravelThroughTheEngine(t *testing.T) {
 	}
 	if data, err := serve.Read(job, "p1-desktop-mail.png"); err != nil || string(data) != "second picture" {
 		t.Fatalf("serve's picture after the re-shoot: %q, %v", data, err)
+	}
+
+	// A serve with workers of its own reads the directory they write: a look at the job page
+	// while the job is shot again shows the published pictures and leaves the new ones be.
+	shared := worker
+	if err := shared.reset(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.write(job, "p1-desktop-mail.png", []byte("third, in progress")); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = shared.Report(job); err != nil || rep.Pages[0].Title != "Fixed" {
+		t.Fatalf("report while shooting again: %+v, %v; want the published one", rep, err)
+	}
+	if data, err := os.ReadFile(filepath.Join(shared.jobDir(job), "p1-desktop-mail.png")); err != nil || string(data) != "third, in progress" {
+		t.Fatalf("the picture being taken: %q, %v; a reader must not touch it", data, err)
+	}
+	shoot("Third", []byte("third picture"))
+	if rep, err = shared.Report(job); err != nil || rep.Pages[0].Title != "Third" {
+		t.Fatalf("report after shooting again: %+v, %v", rep, err)
 	}
 
 	var buf bytes.Buffer

@@ -46,10 +46,16 @@ var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*\.(png|jpg|json)$`)
 
 // Report reads a job's report; ErrNoPictures when it has none.
 func (s Store) Report(jobID string) (Report, error) {
-	if err := s.ensure(jobID); err != nil {
+	dir, err := s.dirOf(jobID)
+	if err != nil {
 		return Report{}, err
 	}
-	data, err := os.ReadFile(filepath.Join(s.jobDir(jobID), reportName))
+	return s.reportIn(dir, jobID)
+}
+
+// reportIn reads the report in dir.
+func (s Store) reportIn(dir, jobID string) (Report, error) {
+	data, err := os.ReadFile(filepath.Join(dir, reportName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Report{}, ErrNoPictures
 	}
@@ -64,19 +70,17 @@ func (s Store) Report(jobID string) (Report, error) {
 }
 
 // Path returns the path of a job's picture, refusing names Shoot does not write (so an
-// HTTP handler can pass a URL segment through).
-// Pictures another machine took are fetched first (Remote).
+// HTTP handler can pass a URL segment through). Pictures another machine took are fetched
+// first (Remote).
 func (s Store) Path(jobID, name string) (string, error) {
-	p, err := s.path(jobID, name)
+	if _, err := s.path(jobID, name); err != nil {
+		return "", err
+	}
+	dir, err := s.dirOf(jobID)
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-		if err := s.ensure(jobID); err != nil {
-			return "", err
-		}
-	}
-	return p, nil
+	return filepath.Join(dir, name), nil
 }
 
 // path is Path without fetching: where this machine writes.
@@ -133,17 +137,21 @@ func (s Store) save(jobID string, r Report) error {
 // outbox.Reply.Images; nil when the job has none (no report, nothing changed, or the pictures
 // could not be taken: the job page says why, the reply says nothing).
 func (s Store) Images(jobID string) []outbox.Image {
-	rep, err := s.Report(jobID)
+	dir, err := s.dirOf(jobID) // once: every picture comes from the same copy
+	if err != nil {
+		return nil
+	}
+	rep, err := s.reportIn(dir, jobID)
 	if err != nil {
 		return nil
 	}
 	var out []outbox.Image
 	for _, pg := range rep.Pages {
 		for _, pic := range pg.Shots {
-			if pic.Mail == "" {
+			if pic.Mail == "" || !validName.MatchString(pic.Mail) {
 				continue
 			}
-			data, err := s.Read(jobID, pic.Mail)
+			data, err := os.ReadFile(filepath.Join(dir, pic.Mail))
 			if err != nil {
 				continue
 			}

@@ -67,6 +67,8 @@ func (o *ownership) run(shutdown context.Context) {
 	q, err := o.b.Inbox.Open(o.ctx, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
 	if err != nil {
 		o.log.ErrorContext(o.ctx, "open tenant queue", slog.Any("err", err))
+		o.stuck = true // hand it to anyone, another process first
+		o.w.pool.avoid.add(o.tenant, time.Now().Add(o.stuckAfter()))
 		sleep(o.ctx, time.Second) // the engine is failing: do not spin through claims
 	} else {
 		o.serve(shutdown, q)

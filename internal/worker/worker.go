@@ -82,6 +82,20 @@ func (w *Worker) run(ctx context.Context) {
 // Shutdown does not cut a decision short (a lease acquired under a cancelled context would
 // still be written): once begun, it is taken with its own deadline, and a tenant acquired as
 // shutdown begins is handed back at once by its ownership.
+// othersPresent reports whether a worker of another process is alive (to leave a claim to).
+func (w *Worker) othersPresent(ctx context.Context) bool {
+	ws, err := w.cfg.Backend.Presence.List(ctx)
+	if err != nil {
+		return false
+	}
+	for _, o := range ws {
+		if o.Process != w.cfg.Process {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	if shutdown.Err() != nil {
 		// Not decided: asking again makes it waiting at once (rather than after its
@@ -96,7 +110,7 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	t := c.Tenant()
 	log := w.log().With(slog.String("tenant", t.String()))
 	b := w.cfg.Backend
-	if w.pool.avoid.has(t, time.Now()) {
+	if w.pool.avoid.has(t, time.Now()) && w.othersPresent(ctx) {
 		// Left unacknowledged: after its hand-out time anyone may take it, another
 		// process first with luck (this one gave the tenant up a moment ago).
 		metrics.Claims.WithLabelValues("avoided").Inc()

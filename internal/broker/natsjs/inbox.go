@@ -200,14 +200,18 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted):
 		// The server restarted and lost the in-memory consumer; the messages are still there.
-		if err = q.open(ctx); err == nil {
-			return nil, broker.ErrNoMessage
+		// Still an error when the new one is made: the caller's next Next says whether it works
+		// (an owner counts failing Nexts to give up a tenant it cannot read).
+		if oerr := q.open(ctx); oerr != nil {
+			err = errors.Join(err, oerr)
 		}
 	case errors.Is(err, nats.ErrNoResponders):
 		// No leader for the consumer (a cluster lost a node): a new consumer is placed on the
 		// servers that are up, rather than waiting out its election.
-		if err = q.reopen(ctx); err == nil {
-			return nil, broker.ErrNoMessage
+		if rerr := q.reopen(ctx); rerr != nil {
+			err = errors.Join(err, rerr)
+		} else {
+			err = fmt.Errorf("%w (consumer replaced)", err)
 		}
 	}
 	if err != nil {
