@@ -27,6 +27,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/webordinary/webordinary/internal/broker/awsq"
+
+	"github.com/webordinary/webordinary/internal/awserr"
 )
 
 // Retention of what lifecycle rules delete.
@@ -153,7 +155,7 @@ func (s *setup) ttl(ctx context.Context) error {
 	for _, t := range s.n.TTLTables {
 		_, err := s.ddb.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(t),
 			TimeToLiveSpecification: &dtypes.TimeToLiveSpecification{AttributeName: aws.String(s.n.TTLAttribute), Enabled: aws.Bool(true)}})
-		if hasCode(err, "ValidationException") && strings.Contains(err.Error(), "already enabled") {
+		if awserr.HasCode(err, "ValidationException") && strings.Contains(err.Error(), "already enabled") {
 			err = nil
 		}
 		if ctx.Err() != nil {
@@ -167,7 +169,7 @@ func (s *setup) ttl(ctx context.Context) error {
 func (s *setup) buckets(ctx context.Context) error {
 	for _, b := range []string{s.n.SitesBucket, s.n.InboundBucket} {
 		_, err := s.s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)})
-		if err != nil && !hasCode(err, "BucketAlreadyOwnedByYou", "BucketAlreadyExists") {
+		if err != nil && !awserr.HasCode(err, "BucketAlreadyOwnedByYou", "BucketAlreadyExists") {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
 		s.did("bucket "+b, nil)
@@ -263,17 +265,4 @@ func endpoint(dst **string, url string) {
 	if url != "" {
 		*dst = aws.String(url)
 	}
-}
-
-func hasCode(err error, codes ...string) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, c := range codes {
-		if ae.ErrorCode() == c {
-			return true
-		}
-	}
-	return false
 }

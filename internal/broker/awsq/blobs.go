@@ -14,6 +14,8 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/webordinary/webordinary/internal/broker"
+
+	"github.com/webordinary/webordinary/internal/awserr"
 )
 
 // blobVersionMeta is the object metadata that carries a blob's version. The ETag cannot serve:
@@ -101,7 +103,7 @@ func (b *blobs) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	_, err = b.a.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.a.cfg.Bucket), Key: k})
-	if err != nil && !hasCode(err, "NoSuchKey", "NotFound") {
+	if err != nil && !awserr.HasCode(err, "NoSuchKey", "NotFound") {
 		return fmt.Errorf("awsq: delete blob %s: %w", key, ctxErr(ctx, err))
 	}
 	return nil
@@ -111,7 +113,7 @@ func (b *blobs) Delete(ctx context.Context, key string) error {
 func (b *blobs) fail(ctx context.Context, op, key string, err error) error {
 	var nsk *stypes.NoSuchKey
 	var nf *stypes.NotFound
-	if errors.As(err, &nsk) || errors.As(err, &nf) || hasCode(err, "NoSuchKey", "NotFound") {
+	if errors.As(err, &nsk) || errors.As(err, &nf) || awserr.HasCode(err, "NoSuchKey", "NotFound") {
 		return fmt.Errorf("awsq: blob %s: %w", key, broker.ErrNotFound)
 	}
 	return fmt.Errorf("awsq: %s blob %s: %w", op, key, ctxErr(ctx, err))

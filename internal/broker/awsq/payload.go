@@ -13,6 +13,8 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/webordinary/webordinary/internal/broker"
+
+	"github.com/webordinary/webordinary/internal/awserr"
 )
 
 // envelope is a message body: the payload itself, or a reference to it in S3 (a claim check)
@@ -82,7 +84,7 @@ func (a *adapter) putObject(ctx context.Context, key string, body []byte) error 
 func (a *adapter) getObject(ctx context.Context, key string) ([]byte, error) {
 	out, err := a.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(a.cfg.Bucket), Key: aws.String(key)})
 	var nsk *stypes.NoSuchKey
-	if errors.As(err, &nsk) || hasCode(err, "NoSuchKey", "NotFound") {
+	if errors.As(err, &nsk) || awserr.HasCode(err, "NoSuchKey", "NotFound") {
 		return nil, errPayloadGone
 	}
 	if err != nil {
@@ -95,7 +97,7 @@ func (a *adapter) getObject(ctx context.Context, key string) ([]byte, error) {
 // deleteObject removes a payload; a missing one is fine.
 func (a *adapter) deleteObject(ctx context.Context, key string) error {
 	_, err := a.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(a.cfg.Bucket), Key: aws.String(key)})
-	if err != nil && !hasCode(err, "NoSuchKey", "NotFound") {
+	if err != nil && !awserr.HasCode(err, "NoSuchKey", "NotFound") {
 		return fmt.Errorf("awsq: delete payload %s: %w", key, ctxErr(ctx, err))
 	}
 	return nil

@@ -13,7 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	qtypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/webordinary/webordinary/internal/awserr"
 )
 
 // Every table has the key (pk, sk), both strings; items without a natural sort key use sk "-".
@@ -176,31 +177,18 @@ func noSuchQueue(err error) bool {
 	if errors.As(err, &qe) {
 		return true
 	}
-	return hasCode(err, "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue")
+	return awserr.HasCode(err, "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue")
 }
 
 // staleHandle reports whether err says a receipt handle no longer names an in-flight delivery.
 func staleHandle(err error) bool {
-	return hasCode(err, "MessageNotInflight", "ReceiptHandleIsInvalid", "AWS.SimpleQueueService.MessageNotInflight", "InvalidParameterValue")
+	return awserr.HasCode(err, "MessageNotInflight", "ReceiptHandleIsInvalid", "AWS.SimpleQueueService.MessageNotInflight", "InvalidParameterValue")
 }
 
 // conditionFailed reports whether err is a failed DynamoDB condition.
 func conditionFailed(err error) bool {
 	var cf *dtypes.ConditionalCheckFailedException
-	return errors.As(err, &cf) || hasCode(err, "ConditionalCheckFailedException")
-}
-
-func hasCode(err error, codes ...string) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, c := range codes {
-		if ae.ErrorCode() == c {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &cf) || awserr.HasCode(err, "ConditionalCheckFailedException")
 }
 
 // seconds rounds d up to whole seconds (SQS visibility and waits).

@@ -16,9 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/webordinary/webordinary/internal/preview"
+
+	"github.com/webordinary/webordinary/internal/awserr"
 )
 
 // maxSwitchTries bounds the retries of a conditional write that lost a race.
@@ -285,25 +286,12 @@ func (s *Store) prune(ctx context.Context, l line, n int) {
 // notFound reports a missing key.
 func notFound(err error) bool {
 	var nsk *types.NoSuchKey
-	return errors.As(err, &nsk) || hasCode(err, "NoSuchKey", "NotFound")
+	return errors.As(err, &nsk) || awserr.HasCode(err, "NoSuchKey", "NotFound")
 }
 
 // preconditionFailed reports a lost conditional write (412, or 409 for a concurrent one).
 func preconditionFailed(err error) bool {
-	return hasCode(err, "PreconditionFailed", "ConditionalRequestConflict")
-}
-
-func hasCode(err error, codes ...string) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	for _, c := range codes {
-		if ae.ErrorCode() == c {
-			return true
-		}
-	}
-	return false
+	return awserr.HasCode(err, "PreconditionFailed", "ConditionalRequestConflict")
 }
 
 // manifestCache keeps decoded manifests by key (they are immutable), bounded.
