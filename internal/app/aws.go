@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"net/url"
 	"os"
@@ -98,17 +99,10 @@ func (a *App) awsConfig(ctx context.Context) (aws.Config, error) {
 }
 
 func endpointOr(service, all string) *string {
-	if e := cmpOr(service, all); e != "" {
+	if e := cmp.Or(service, all); e != "" {
 		return aws.String(e)
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (a *App) s3Client(ctx context.Context) (*s3.Client, error) {

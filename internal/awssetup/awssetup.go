@@ -7,6 +7,7 @@
 package awssetup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,7 +101,7 @@ func Setup(ctx context.Context, cfg Config) ([]Step, error) {
 	s := &setup{n: n, cfg: cfg, s3: s3.NewFromConfig(ac, func(o *s3.Options) { endpoint(&o.BaseEndpoint, cfg.Endpoint); o.UsePathStyle = cfg.Endpoint != "" }),
 		sqs: sqs.NewFromConfig(ac, func(o *sqs.Options) { endpoint(&o.BaseEndpoint, cfg.Endpoint) }),
 		sns: sns.NewFromConfig(ac, func(o *sns.Options) { endpoint(&o.BaseEndpoint, cfg.Endpoint) }),
-		ddb: dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { endpoint(&o.BaseEndpoint, cmpOr(cfg.DynamoDBEndpoint, cfg.Endpoint)) })}
+		ddb: dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { endpoint(&o.BaseEndpoint, cmp.Or(cfg.DynamoDBEndpoint, cfg.Endpoint)) })}
 	for _, step := range []func(context.Context) error{s.broker, s.ttl, s.buckets, s.lifecycle, s.inbound} {
 		if err := step(ctx); err != nil {
 			return s.steps, err
@@ -252,13 +253,6 @@ func load(ctx context.Context, cfg Config) (aws.Config, error) {
 		ac.Region = "us-east-1"
 	}
 	return ac, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func endpoint(dst **string, url string) {

@@ -1,6 +1,7 @@
 package shots
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"image"
@@ -142,7 +143,7 @@ func (s *Shooter) composePage(jobID string, i int, c Candidate, results map[job]
 			changed = true // unknown: keep the page if another width shows it
 			continue
 		}
-		pg.Title = cmpOr(pg.Title, after.title)
+		pg.Title = cmp.Or(pg.Title, after.title)
 		pic := Picture{Width: width.Name}
 		var boxes []image.Rectangle
 		if before.err == nil && before.img != nil {
@@ -267,11 +268,4 @@ func extOf(contentType string) string {
 		return ".png"
 	}
 	return ".jpg"
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -1,6 +1,7 @@
 package awsq
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -104,20 +105,20 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Prefix = cmpOr(c.Prefix, DefaultPrefix)
-	c.Bucket = cmpOr(c.Bucket, c.Prefix+"-payloads")
-	c.SQSEndpoint = cmpOr(c.SQSEndpoint, c.Endpoint)
-	c.DynamoDBEndpoint = cmpOr(c.DynamoDBEndpoint, c.Endpoint)
-	c.S3Endpoint = cmpOr(c.S3Endpoint, c.Endpoint)
-	c.ClaimAckWait = cmpOr(c.ClaimAckWait, 5*time.Second)
-	c.ResultAckWait = cmpOr(c.ResultAckWait, 30*time.Second)
-	c.PollWait = cmpOr(c.PollWait, DefaultPollWait)
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	c.Bucket = cmp.Or(c.Bucket, c.Prefix+"-payloads")
+	c.SQSEndpoint = cmp.Or(c.SQSEndpoint, c.Endpoint)
+	c.DynamoDBEndpoint = cmp.Or(c.DynamoDBEndpoint, c.Endpoint)
+	c.S3Endpoint = cmp.Or(c.S3Endpoint, c.Endpoint)
+	c.ClaimAckWait = cmp.Or(c.ClaimAckWait, 5*time.Second)
+	c.ResultAckWait = cmp.Or(c.ResultAckWait, 30*time.Second)
+	c.PollWait = cmp.Or(c.PollWait, DefaultPollWait)
 	c.WaitingCache = max(c.WaitingCache, DefaultWaitingCache)
-	c.ExpiryPoll = cmpOr(c.ExpiryPoll, time.Second)
-	c.ClockSkew = cmpOr(c.ClockSkew, 100*time.Millisecond)
-	c.SweepAfter = cmpOr(c.SweepAfter, 30*time.Second)
-	c.MaxPayload = cmpOr(c.MaxPayload, DefaultMaxPayload)
-	c.MaxMessage = cmpOr(c.MaxMessage, DefaultMaxMessage)
+	c.ExpiryPoll = cmp.Or(c.ExpiryPoll, time.Second)
+	c.ClockSkew = cmp.Or(c.ClockSkew, 100*time.Millisecond)
+	c.SweepAfter = cmp.Or(c.SweepAfter, 30*time.Second)
+	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
+	c.MaxMessage = cmp.Or(c.MaxMessage, DefaultMaxMessage)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -138,14 +139,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("awsq: MaxPayload %d is above SQS's 256 KiB", c.MaxPayload)
 	}
 	return nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // adapter holds the clients and the state every port shares.

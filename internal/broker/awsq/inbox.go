@@ -1,6 +1,7 @@
 package awsq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,7 +115,7 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ackWait := cmpOr(opts.AckWait, time.Minute)
+	ackWait := cmp.Or(opts.AckWait, time.Minute)
 	q := newQueue(in.a, t, ackWait)
 	if err := q.open(ctx); err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("awsq: open %s: %w", t, err))

@@ -1,5 +1,7 @@
 package awsq
 
+import "cmp"
+
 // Resources names the AWS resources the backend uses for a prefix, for tools that create them
 // (`webordinary aws setup`) and for the test that keeps deploy/aws's template in step with the
 // code. Tenant and signal queues are created at run time, so only their name patterns appear.
@@ -21,7 +23,7 @@ type Resources struct {
 
 // ResourcesFor returns the names for prefix (DefaultPrefix when empty).
 func ResourcesFor(prefix string) Resources {
-	n := newNames(cmpOr(prefix, DefaultPrefix))
+	n := newNames(cmp.Or(prefix, DefaultPrefix))
 	return Resources{
 		Tables: n.allTables(), LeasesTable: n.leases, ExpiryIndex: expiryIndex,
 		TTLTables: []string{n.jobs, n.workers}, TTLAttribute: "expireAt",

@@ -18,6 +18,7 @@
 package sesin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,10 +78,10 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Hold = cmpOr(c.Hold, DefaultHold)
-	c.Visibility = cmpOr(c.Visibility, DefaultVisibility)
-	c.PollWait = cmpOr(c.PollWait, DefaultPollWait)
-	c.MaxBytes = cmpOr(c.MaxBytes, DefaultMaxBytes)
+	c.Hold = cmp.Or(c.Hold, DefaultHold)
+	c.Visibility = cmp.Or(c.Visibility, DefaultVisibility)
+	c.PollWait = cmp.Or(c.PollWait, DefaultPollWait)
+	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -104,14 +105,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("sesin: Visibility %v must be at least 1s", c.Visibility)
 	}
 	return nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Consumer receives SES mail. Run it once per process (several processes may share a queue).

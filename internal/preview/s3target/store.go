@@ -1,6 +1,7 @@
 package s3target
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,8 +64,8 @@ func (c Config) withDefaults() Config {
 	if c.LiveURL == nil {
 		c.LiveURL = func(p string) string { return preview.LiveURL(p, c.Port, c.Domain) }
 	}
-	c.Keep = cmpOr(c.Keep, DefaultKeep)
-	c.Workers = cmpOr(c.Workers, DefaultWorkers)
+	c.Keep = cmp.Or(c.Keep, DefaultKeep)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -83,14 +84,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("s3target: Port %d is out of range 0-65535", c.Port)
 	}
 	return nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Store publishes previews (it is a preview.Target) and production sites into one bucket.
