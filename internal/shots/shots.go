@@ -125,8 +125,9 @@ func New(cfg Config) (*Shooter, error) {
 	return &Shooter{cfg: cfg, store: Store{Dir: cfg.Dir, Remote: cfg.Remote}, l: &launcher{path: cfg.Browser, sb: cfg.Sandbox}}, nil
 }
 
-// Store returns the store the shooter writes to.
-func (s *Shooter) Store() Store { return s.store }
+// Store returns the store the shooter writes to, for reading back what it took: its own
+// directory, with no round trip to Remote.
+func (s *Shooter) Store() Store { return Store{Dir: s.store.Dir} }
 
 // Request is one job's deploy to take pictures of.
 type Request struct {
