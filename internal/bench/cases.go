@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -168,6 +169,8 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 		return err
 	}
 	defer stop()
+	claimsBefore := counter("webordinary_claims_total", "acquired")
+	jobsBefore := counter("webordinary_jobs_total", "")
 	start := time.Now()
 	if !drain {
 		if err := submitAll(ctx, r, tenants, jobs); err != nil {
@@ -183,9 +186,28 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 	if drain {
 		mode = "drain     "
 	}
-	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, 8 workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s)\n",
-		tenants, jobs, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds())
+	claims, ran := counter("webordinary_claims_total", "acquired")-claimsBefore, counter("webordinary_jobs_total", "")-jobsBefore
+	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, 8 workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s; %.2f claims per job here)\n",
+		tenants, jobs, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds(), claims/max(ran, 1))
 	return nil
+}
+
+// counter sums this process's counter name over the series whose label value is value (any
+// when empty).
+func counter(name, value string) float64 {
+	families, _ := metrics.Registry.Gather()
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if value == "" || (len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() == value) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // startEight starts 4 workers here and 4 in a second process and waits until all 8 announce.

@@ -25,7 +25,7 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: encode job %s: %w", job.ID, err)
 	}
-	_, err = in.a.js.Publish(ctx, subjInbox+job.Tenant.Subject(), data, jetstream.WithMsgID(job.ID))
+	_, err = in.a.js.Publish(ctx, in.a.shardOf(job.Tenant).subject+job.Tenant.Subject(), data, jetstream.WithMsgID(job.ID))
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return fmt.Errorf("%w: the job with its attachments is %d MB; the engine accepts %d MB (send smaller attachments)",
 			broker.ErrTooLarge, len(data)>>20, in.a.nc.MaxPayload()>>20)
@@ -45,8 +45,9 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 	if opts.AckWait == 0 {
 		opts.AckWait = time.Minute
 	}
-	q := &queue{in: in, t: t, cfg: jetstream.ConsumerConfig{
-		Durable: consumerName(t), FilterSubject: subjInbox + t.Subject(),
+	sh := in.a.shardOf(t)
+	q := &queue{in: in, t: t, s: sh.Stream, cfg: jetstream.ConsumerConfig{
+		Durable: consumerName(t), FilterSubject: sh.subject + t.Subject(),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: opts.AckWait,
 		MaxAckPending: 1, MaxDeliver: -1, InactiveThreshold: time.Hour,
 		// The consumer's state need not survive a server restart: the stream keeps every
@@ -62,10 +63,10 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 
 // open creates the consumer, replacing one left with a delivery in flight.
 func (q *queue) open(ctx context.Context) error {
-	c, err := q.in.a.inbox.CreateOrUpdateConsumer(ctx, q.cfg)
+	c, err := q.s.CreateOrUpdateConsumer(ctx, q.cfg)
 	if err == nil && c.CachedInfo().NumAckPending > 0 {
-		if err = q.in.a.inbox.DeleteConsumer(ctx, q.cfg.Durable); err == nil {
-			c, err = q.in.a.inbox.CreateOrUpdateConsumer(ctx, q.cfg)
+		if err = q.s.DeleteConsumer(ctx, q.cfg.Durable); err == nil {
+			c, err = q.s.CreateOrUpdateConsumer(ctx, q.cfg)
 		}
 	}
 	if err != nil {
@@ -81,13 +82,13 @@ func (q *queue) open(ctx context.Context) error {
 // succeeds once the old consumer is gone.
 func (q *queue) reopen(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := q.in.a.inbox.DeleteConsumer(dctx, q.cfg.Durable)
+	err := q.s.DeleteConsumer(dctx, q.cfg.Durable)
 	cancel()
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		q.in.a.cfg.Logger.WarnContext(ctx, "replace tenant consumer: delete not confirmed; creating anyway",
 			slog.String("tenant", q.t.String()), slog.Any("err", err))
 	}
-	c, err := q.in.a.inbox.CreateOrUpdateConsumer(ctx, q.cfg)
+	c, err := q.s.CreateOrUpdateConsumer(ctx, q.cfg)
 	if err != nil {
 		return err
 	}
@@ -96,8 +97,9 @@ func (q *queue) reopen(ctx context.Context) error {
 }
 
 func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
-	subj := subjInbox + t.Subject()
-	info, err := in.a.inbox.Info(ctx, jetstream.WithSubjectFilter(subj))
+	sh := in.a.shardOf(t)
+	subj := sh.subject + t.Subject()
+	info, err := sh.Info(ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
 		return 0, ctxErr(ctx, fmt.Errorf("natsjs: pending %s: %w", t, err))
 	}
@@ -105,15 +107,17 @@ func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
 }
 
 func (in *inbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {
-	info, err := in.a.inbox.Info(ctx, jetstream.WithSubjectFilter(subjInbox+">"))
-	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("natsjs: tenants with pending jobs: %w", err))
-	}
-	out := make(map[tenant.ID]int, len(info.State.Subjects))
-	for subj, n := range info.State.Subjects {
-		t, err := tenant.ParseSubject(strings.TrimPrefix(subj, subjInbox))
-		if err == nil && n > 0 {
-			out[t] = int(n)
+	out := make(map[tenant.ID]int)
+	for _, sh := range in.a.inbox {
+		info, err := sh.Info(ctx, jetstream.WithSubjectFilter(sh.subject+">"))
+		if err != nil {
+			return nil, ctxErr(ctx, fmt.Errorf("natsjs: tenants with pending jobs (%s): %w", sh.stream, err))
+		}
+		for subj, n := range info.State.Subjects {
+			t, err := tenant.ParseSubject(strings.TrimPrefix(subj, sh.subject))
+			if err == nil && n > 0 {
+				out[t] = int(n)
+			}
 		}
 	}
 	return out, nil
@@ -191,6 +195,7 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 type queue struct {
 	in  *inbox
 	t   tenant.ID
+	s   jetstream.Stream // the tenant's shard
 	cfg jetstream.ConsumerConfig
 	c   jetstream.Consumer
 }
@@ -229,7 +234,7 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 }
 
 func (q *queue) Close(ctx context.Context) error {
-	err := q.in.a.inbox.DeleteConsumer(ctx, consumerName(q.t))
+	err := q.s.DeleteConsumer(ctx, consumerName(q.t))
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return ctxErr(ctx, fmt.Errorf("natsjs: close queue %s: %w", q.t, err))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,12 @@ type Config struct {
 	DedupWindow time.Duration
 	// JobRetention is how long job records are kept after their last update. Default 30 days.
 	JobRetention time.Duration
+	// InboxShards is how many streams a new deployment's inbox is split over, by tenant
+	// (WO_IN, WO_IN_1, …). A server writes and fsyncs each stream's messages one after
+	// another, so one stream caps the accepted and finished jobs per second; shards write
+	// in parallel. An existing deployment keeps the number recorded on WO_IN (1 when it
+	// records none), so every process agrees on where a tenant's jobs are. Default 4.
+	InboxShards int
 	// Logger receives the backend's own logs (a claims watch that fell behind). Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -64,6 +71,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.JobRetention == 0 {
 		c.JobRetention = 30 * 24 * time.Hour
+	}
+	if c.InboxShards <= 0 {
+		c.InboxShards = defaultInboxShards
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -103,14 +113,15 @@ type adapter struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	inbox, results, dlq             jetstream.Stream
+	inbox                           []shard // by shardOf(tenant)
+	results, dlq                    jetstream.Stream
 	resultsConsumer                 jetstream.Consumer
 	leases, jobs, workers, claimsKV jetstream.KeyValue
 	jobsStream                      jetstream.Stream // the stream under the jobs bucket
 }
 
 func (a *adapter) setup(ctx context.Context) error {
-	steps := []func(context.Context) error{a.setupReplicas, a.setupStreams, a.setupConsumers, a.setupBuckets}
+	steps := []func(context.Context) error{a.setupExisting, a.setupStreams, a.setupConsumers, a.setupBuckets}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return fmt.Errorf("natsjs: setup: %w", err)
@@ -119,20 +130,27 @@ func (a *adapter) setup(ctx context.Context) error {
 	return nil
 }
 
-// setupReplicas resolves Config.Replicas 0: the inbox stream's when it exists, else 3 on a
-// cluster and 1 on a single server.
-func (a *adapter) setupReplicas(ctx context.Context) error {
-	if a.cfg.Replicas != 0 {
-		return nil
-	}
+// setupExisting reads what an existing deployment decided, from its WO_IN stream: the number
+// of inbox shards (always), and the replicas when Config.Replicas is 0. Without WO_IN: the
+// configured shards, and 3 replicas on a cluster, 1 on a single server.
+func (a *adapter) setupExisting(ctx context.Context) error {
 	s, err := a.js.Stream(ctx, streamInbox)
 	switch {
 	case err == nil:
-		a.cfg.Replicas = max(1, s.CachedInfo().Config.Replicas)
+		cfg := s.CachedInfo().Config
+		if a.cfg.Replicas == 0 {
+			a.cfg.Replicas = max(1, cfg.Replicas)
+		}
+		a.cfg.InboxShards = 1 // before shards
+		if n, err := strconv.Atoi(cfg.Metadata[metaShards]); err == nil && n > 0 {
+			a.cfg.InboxShards = n
+		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		a.cfg.Replicas = 1
-		if a.nc.ConnectedClusterName() != "" {
-			a.cfg.Replicas = 3
+		if a.cfg.Replicas == 0 {
+			a.cfg.Replicas = 1
+			if a.nc.ConnectedClusterName() != "" {
+				a.cfg.Replicas = 3
+			}
 		}
 	default:
 		return fmt.Errorf("stream %s: %w", streamInbox, err)
@@ -143,9 +161,18 @@ func (a *adapter) setupReplicas(ctx context.Context) error {
 func (a *adapter) setupStreams(ctx context.Context) error {
 	var err error
 	r := a.cfg.Replicas
-	if a.inbox, err = a.stream(ctx, jetstream.StreamConfig{Name: streamInbox, Subjects: []string{subjInbox + "*.*"},
-		Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
-		return err
+	a.inbox = make([]shard, a.cfg.InboxShards)
+	for k := range a.inbox {
+		sh := shardNamed(k)
+		cfg := jetstream.StreamConfig{Name: sh.stream, Subjects: []string{sh.subject + "*.*"},
+			Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r}
+		if k == 0 {
+			cfg.Metadata = map[string]string{metaShards: strconv.Itoa(a.cfg.InboxShards)}
+		}
+		if sh.Stream, err = a.stream(ctx, cfg); err != nil {
+			return err
+		}
+		a.inbox[k] = sh
 	}
 	if a.results, err = a.stream(ctx, jetstream.StreamConfig{Name: streamResults, Subjects: []string{subjResults + "*.*"},
 		MaxAge: 7 * 24 * time.Hour, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {

@@ -1,0 +1,151 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// TestShardsAreTheDeploymentsNotTheProcesses: the first process decides the inbox's shards and
+// records them on WO_IN; a process configured otherwise uses the recorded number, so every job
+// one process accepts, another finds, in whichever shard its tenant hashes to.
+func TestShardsAreTheDeploymentsNotTheProcesses(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	open := func(shards int) *broker.Backend {
+		nc, err := ConnectInProcess(srv, "u", "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		b, err := New(ctx, nc, Config{InboxShards: shards})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first, second := open(3), open(5)
+	if got := streamsOf(t, ctx, srv); fmt.Sprint(got) != "[WO_IN WO_IN_1 WO_IN_2]" {
+		t.Fatalf("inbox streams %v; want the first process's 3", got)
+	}
+	const tenants = 30
+	for i := range tenants {
+		job := broker.Job{ID: fmt.Sprint("j", i), Tenant: mustTenant("p", fmt.Sprint("u", i)), Instruction: "x", AcceptedAt: time.Now()}
+		if err := first.Inbox.Publish(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending, err := second.Inbox.Tenants(ctx)
+	if err != nil || len(pending) != tenants {
+		t.Fatalf("the second process sees %d tenants with jobs (%v); want %d", len(pending), err, tenants)
+	}
+	used := map[string]bool{}
+	for i := range tenants {
+		tid := mustTenant("p", fmt.Sprint("u", i))
+		if n, err := second.Inbox.Pending(ctx, tid); err != nil || n != 1 {
+			t.Fatalf("%s pending %d, %v", tid, n, err)
+		}
+		q, err := second.Inbox.Open(ctx, tid, broker.QueueOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := q.Next(ctx, time.Second)
+		if err != nil || d.Job().ID != fmt.Sprint("j", i) {
+			t.Fatalf("%s: next %v", tid, err)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = q.Close(ctx)
+		used[first.Inbox.(*inbox).a.shardOf(tid).stream] = true
+	}
+	if len(used) != 3 {
+		t.Errorf("30 tenants landed in %d of 3 shards", len(used))
+	}
+}
+
+// TestADeploymentBeforeShardsKeepsOneStream: a WO_IN made before shards (no record of them)
+// stays the whole inbox, so jobs queued before an upgrade are still found.
+func TestADeploymentBeforeShardsKeepsOneStream(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := ConnectInProcess(srv, "u", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streamInbox, Subjects: []string{subjInbox + "*.*"},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	old := mustTenant("p", "queued-before-the-upgrade")
+	if _, err := js.Publish(ctx, subjInbox+old.Subject(), []byte(`{"id":"old","tenant":"p/queued-before-the-upgrade","instruction":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(ctx, nc, Config{InboxShards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := streamsOf(t, ctx, srv); fmt.Sprint(got) != "[WO_IN]" {
+		t.Fatalf("inbox streams %v; want WO_IN alone", got)
+	}
+	if n, err := b.Inbox.Pending(ctx, old); err != nil || n != 1 {
+		t.Fatalf("the job queued before the upgrade: pending %d, %v", n, err)
+	}
+	s, err := js.Stream(ctx, streamInbox)
+	if err != nil || s.CachedInfo().Config.Metadata[metaShards] != "1" {
+		t.Fatalf("WO_IN records %v (%v); want 1 shard", s.CachedInfo().Config.Metadata, err)
+	}
+}
+
+func mustTenant(p, u string) tenant.ID {
+	t, err := tenant.New(p, u)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// streamsOf lists the inbox's streams on srv.
+func streamsOf(t *testing.T, ctx context.Context, srv *server.Server) []string {
+	t.Helper()
+	nc, err := ConnectInProcess(srv, "u", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var out []string
+	for k := range 8 {
+		name := shardNamed(k).stream
+		_, err = js.Stream(ctx, name)
+		switch {
+		case err == nil:
+			out = append(out, name)
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			t.Fatal(err)
+		}
+	}
+	return out
+}
