@@ -3,11 +3,13 @@ package natsjs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -95,7 +97,9 @@ func (w *claimWatch) consume(ctx context.Context, ready func()) (jetstream.Consu
 	return c.Consume(func(m jetstream.Msg) { w.idx.receive(m, ready) },
 		jetstream.PullExpiry(5*watchHeartbeat), jetstream.PullHeartbeat(watchHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Info("claims watch", slog.Any("err", err)) // only on trouble: a lost server, a reset
+			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrConnectionClosed) { // closed: the process is leaving
+				w.log.Info("claims watch", slog.Any("err", err)) // only on trouble: a lost server, a reset
+			}
 		}))
 }
 
