@@ -110,7 +110,12 @@ func (c *cluster) stopAll() {
 
 func waitReady(t *testing.T, file string) (api, nats string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	return waitReadyWithin(t, file, 20*time.Second)
+}
+
+func waitReadyWithin(t *testing.T, file string, within time.Duration) (api, nats string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if data, err := os.ReadFile(file); err == nil {
 			var r map[string]string
@@ -121,7 +126,7 @@ func waitReady(t *testing.T, file string) (api, nats string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	log, _ := os.ReadFile(filepath.Join(filepath.Dir(file), "procs.log"))
-	t.Fatalf("serve not ready within 20s; its log:\n%s", log)
+	t.Fatalf("serve not ready within %s; its log:\n%s", within, log)
 	return "", ""
 }
 

@@ -32,6 +32,7 @@ func TestValidate(t *testing.T) {
 		{"worker without engine", Config{Role: RoleWorker}, "Engine"},
 		{"engine not a URL", Config{Engine: "localhost:4222"}, "Engine"},
 		{"external engine cannot listen", Config{Engine: "nats://h:4222", EngineListen: "127.0.0.1:0"}, "EngineListen"},
+		{"embedded cluster member without shared credentials", Config{Engine: "embedded:///tmp/wo/nats?cluster=wo&cluster_listen=127.0.0.1:6222&routes=127.0.0.1:6223"}, "EngineUser"},
 		{"http address", Config{HTTPAddr: "8080"}, "HTTPAddr"},
 		{"preview address", Config{PreviewAddr: "localhost"}, "PreviewAddr"},
 		{"public URL", Config{PublicURL: "edit.example.com"}, "PublicURL"},

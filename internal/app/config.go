@@ -372,6 +372,9 @@ func (c *Config) validateEngine() error {
 	if !ok || scheme == "" {
 		return fieldErr("Engine", c.Engine, "want a URL such as nats://host:4222 or embedded:///abs/dir")
 	}
+	if natsjs.EmbeddedCluster(c.Engine) && c.EngineUser == "" {
+		return fieldErr("EngineUser", "", "an embedded engine in a cluster needs the same user and password on every member (they authenticate one another): set EngineUser and EnginePassword (WO_NATS_USER, WO_NATS_PASSWORD)")
+	}
 	if c.EngineListen != "" {
 		if c.Role == RoleWorker || !c.embedded() {
 			return fieldErr("EngineListen", c.EngineListen, "only an embedded engine listens (this process's engine is %s)", c.Engine)

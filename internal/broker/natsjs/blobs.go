@@ -30,8 +30,10 @@ func (o *blobOpener) open(ctx context.Context, name string) (broker.Blobs, error
 	if b := o.stores[name]; b != nil {
 		return b, nil
 	}
-	obs, err := o.a.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "wo_b_" + name,
-		Storage: jetstream.FileStorage, Replicas: o.a.cfg.Replicas})
+	cfg := jetstream.ObjectStoreConfig{Bucket: "wo_b_" + name, Storage: jetstream.FileStorage, Replicas: o.a.cfg.Replicas}
+	obs, err := settle(ctx, o.a, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return o.a.js.CreateOrUpdateObjectStore(ctx, cfg)
+	})
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: object store %s: %w", name, err))
 	}

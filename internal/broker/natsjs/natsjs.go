@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -134,7 +135,7 @@ func (a *adapter) setup(ctx context.Context) error {
 // of inbox shards (always), and the replicas when Config.Replicas is 0. Without WO_IN: the
 // configured shards, and 3 replicas on a cluster, 1 on a single server.
 func (a *adapter) setupExisting(ctx context.Context) error {
-	s, err := a.js.Stream(ctx, streamInbox)
+	s, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.Stream(ctx, streamInbox) })
 	switch {
 	case err == nil:
 		cfg := s.CachedInfo().Config
@@ -183,8 +184,31 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 	return err
 }
 
+// settle runs create, which looks up, makes or updates a stream, bucket or consumer every
+// process sets up. On a cluster, a request made before the cluster has elected its meta
+// leader (members that start together) goes unanswered: create then gets attempts of at
+// most 3 s, until one is answered or ctx ends (a retry finds what another process made).
+func settle[T any](ctx context.Context, a *adapter, create func(context.Context) (T, error)) (T, error) {
+	if a.nc.ConnectedClusterName() == "" {
+		return create(ctx)
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		v, err := create(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Duration(100+rand.IntN(500)) * time.Millisecond):
+		}
+	}
+}
+
 func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	s, err := a.js.CreateOrUpdateStream(ctx, cfg)
+	s, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.CreateOrUpdateStream(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", cfg.Name, err)
 	}
@@ -193,9 +217,12 @@ func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetst
 
 func (a *adapter) setupConsumers(ctx context.Context) error {
 	var err error
-	a.resultsConsumer, err = a.results.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable: consumerResults, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ResultAckWait,
 		MaxAckPending: 1000, MaxDeliver: -1, Replicas: a.cfg.Replicas,
+	}
+	a.resultsConsumer, err = settle(ctx, a, func(ctx context.Context) (jetstream.Consumer, error) {
+		return a.results.CreateOrUpdateConsumer(ctx, cfg)
 	})
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", consumerResults, err)
@@ -253,7 +280,7 @@ func (a *adapter) jobsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 func (a *adapter) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := a.js.CreateOrUpdateKeyValue(ctx, cfg)
+	kv, err := settle(ctx, a, func(ctx context.Context) (jetstream.KeyValue, error) { return a.js.CreateOrUpdateKeyValue(ctx, cfg) })
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
 	}

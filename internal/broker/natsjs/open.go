@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"net"
 	neturl "net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -17,7 +20,10 @@ import (
 
 // The schemes this package registers with broker.Open.
 const (
-	// SchemeEmbedded is an engine in this process: embedded:///abs/dir (JetStream's files in dir).
+	// SchemeEmbedded is an engine in this process: embedded:///abs/dir (JetStream's files in
+	// dir). As a member of a cluster of embedded engines (serve on several machines):
+	// embedded:///abs/dir?cluster=NAME&cluster_listen=HOST:PORT&routes=HOST:PORT,HOST:PORT,
+	// optionally &name=SERVER&replicas=N (see ClusterConfig; replicas as for SchemeNATS).
 	SchemeEmbedded = "embedded"
 	// SchemeNATS is an external NATS server or cluster: nats://host:4222[,nats://host2:4222],
 	// optionally followed by ?replicas=N (Config.Replicas; default: the existing streams', else
@@ -38,26 +44,84 @@ func EmbeddedURL(dir string) string {
 	return (&neturl.URL{Scheme: SchemeEmbedded, Path: dir}).String()
 }
 
-// embeddedDir is the directory of an embedded:///abs/dir URL.
-func embeddedDir(url string) (string, error) {
+// embedded is what an embedded:// URL says.
+type embedded struct {
+	dir      string
+	name     string
+	cluster  *ClusterConfig
+	replicas int
+}
+
+// parseEmbedded reads embedded:///abs/dir[?cluster=…&cluster_listen=…&routes=…&name=…&replicas=N].
+func parseEmbedded(url string) (embedded, error) {
+	var e embedded
 	u, err := neturl.Parse(url)
 	if err != nil {
-		return "", fmt.Errorf("natsjs: %w", err)
+		return e, fmt.Errorf("natsjs: %w", err)
 	}
-	if u.Host != "" || !filepath.IsAbs(u.Path) || u.RawQuery != "" {
-		return "", fmt.Errorf("natsjs: %q: want embedded:///absolute/directory", url)
+	if u.Host != "" || !filepath.IsAbs(u.Path) {
+		return e, fmt.Errorf("natsjs: %q: want embedded:///absolute/directory", url)
 	}
-	return filepath.Clean(u.Path), nil
+	e.dir = filepath.Clean(u.Path)
+	q, err := neturl.ParseQuery(u.RawQuery)
+	if err != nil {
+		return e, fmt.Errorf("natsjs: %q: %w", url, err)
+	}
+	var cl ClusterConfig
+	for k, v := range q {
+		val := v[len(v)-1]
+		switch k {
+		case "cluster":
+			cl.Name = val
+		case "cluster_listen":
+			cl.Listen = val
+		case "routes":
+			for _, r := range strings.Split(val, ",") {
+				if r = strings.TrimSpace(strings.TrimPrefix(r, "nats-route://")); r != "" {
+					cl.Routes = append(cl.Routes, r)
+				}
+			}
+		case "name":
+			e.name = val
+		case "replicas":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > 5 {
+				return e, fmt.Errorf("natsjs: %q: replicas=%s: want 1 to 5 (3 on a cluster of three)", url, val)
+			}
+			e.replicas = n
+		default:
+			return e, fmt.Errorf("natsjs: %q: unknown option %q (known: cluster, cluster_listen, routes, name, replicas)", url, k)
+		}
+	}
+	switch {
+	case cl.Name == "" && (cl.Listen != "" || len(cl.Routes) > 0):
+		return e, fmt.Errorf("natsjs: %q: cluster_listen and routes need cluster=NAME (the same on every member)", url)
+	case cl.Name != "" && cl.Listen == "":
+		return e, fmt.Errorf("natsjs: %q: a cluster member needs cluster_listen=HOST:PORT, the address the other members connect to", url)
+	case cl.Name != "":
+		e.cluster = &cl
+	case e.replicas > 1:
+		return e, fmt.Errorf("natsjs: %q: replicas=%d needs a cluster (cluster=NAME&cluster_listen=…&routes=…)", url, e.replicas)
+	}
+	return e, nil
+}
+
+// EmbeddedCluster reports whether url is an embedded engine that joins a cluster.
+func EmbeddedCluster(url string) bool {
+	e, err := parseEmbedded(url)
+	return err == nil && e.cluster != nil
 }
 
 // openEmbedded starts an engine on the URL's directory and connects to it in-process. Close
 // closes the connection and shuts the engine down.
 func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker.Backend, error) {
-	dir, err := embeddedDir(url)
+	e, err := parseEmbedded(url)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := StartServer(ServerConfig{Dir: dir, NoSync: opts.NoSync, Listen: opts.Listen, User: opts.User, Password: opts.Password})
+	dir := e.dir
+	srv, err := StartServer(ServerConfig{Dir: dir, NoSync: opts.NoSync, Listen: opts.Listen, User: opts.User, Password: opts.Password,
+		Name: e.name, Cluster: e.cluster})
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +130,20 @@ func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker
 	if err != nil {
 		stop()
 		return nil, err
+	}
+	if e.cluster != nil {
+		b, err := openMember(ctx, nc, e, opts, stop)
+		if err != nil {
+			return nil, err
+		}
+		if opts.Listen != "" {
+			b.Endpoint = srv.ClientURL()
+		}
+		b.Describe = fmt.Sprintf("embedded NATS in %s, member %s of cluster %s (routes on %s)", dir, srv.Name(), e.cluster.Name, e.cluster.Listen)
+		if b.Endpoint != "" {
+			b.Describe += ", workers may join at " + b.Endpoint
+		}
+		return b, nil
 	}
 	b, err := owning(ctx, nc, Config{Replicas: 1, Logger: opts.Logger}, stop)
 	if err != nil {
@@ -77,6 +155,46 @@ func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker
 		b.Describe = "embedded NATS in " + dir + ", workers may join at " + b.Endpoint
 	}
 	return b, nil
+}
+
+// memberWait bounds how long a cluster member waits for enough members to set up the
+// replicated streams (they start one by one, on several machines).
+const memberWait = 2 * time.Minute
+
+// openMember sets up the backend once the cluster can hold its replicas, retrying while
+// members are still starting.
+func openMember(ctx context.Context, nc *nats.Conn, e embedded, opts broker.Options, stop func()) (*broker.Backend, error) {
+	ctx, cancel := context.WithTimeout(ctx, memberWait)
+	defer cancel()
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	for attempt := 1; ; attempt++ {
+		// An attempt fails while too few members are up to hold the replicas (requests that
+		// go unanswered are retried inside, see settle).
+		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
+		b, err := New(tctx, nc, Config{Replicas: e.replicas, Logger: opts.Logger})
+		tcancel()
+		if err == nil {
+			closeBackend := b.Close
+			b.Close = func() error { _ = closeBackend(); nc.Close(); stop(); return nil }
+			return b, nil
+		}
+		if ctx.Err() != nil {
+			nc.Close()
+			stop()
+			return nil, fmt.Errorf("natsjs: cluster %s not ready within %s (are the other members running, and are routes %v reachable from here?): %w",
+				e.cluster.Name, memberWait, e.cluster.Routes, err)
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			log.InfoContext(ctx, "waiting for the cluster's other members", slog.String("cluster", e.cluster.Name), slog.Any("err", err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(250+rand.IntN(1000)) * time.Millisecond):
+		}
+	}
 }
 
 // openExternal connects to a NATS server or cluster; opts' credentials are sent unless the

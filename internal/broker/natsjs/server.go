@@ -27,13 +27,46 @@ type ServerConfig struct {
 	// when Listen is set: the engine never accepts an unauthenticated socket, not even on
 	// loopback, where any local process (an agent's job among them) could otherwise reach it.
 	User, Password string
-	// Name is the server name; default "webordinary".
+	// Name is the server name; default "webordinary", or "webordinary-<cluster listen
+	// address>" in a cluster, where every member's must differ.
 	Name string
+	// Cluster, when set, makes this server a member of a cluster of embedded servers (serve
+	// processes on several machines), which replicates every stream and bucket.
+	Cluster *ClusterConfig
+}
+
+// ClusterConfig joins an embedded server to other members. Members authenticate one another
+// with the server's User and Password, so every member needs the same. Route traffic is not
+// encrypted: keep the cluster addresses on a private network.
+type ClusterConfig struct {
+	// Name is the cluster's name, the same on every member.
+	Name string
+	// Listen is the host:port the other members connect to.
+	Listen string
+	// Routes are the other members' Listen addresses (host:port); this member's own may be
+	// among them, so every member can be given the same list.
+	Routes []string
 }
 
 func (c ServerConfig) validate() error {
 	if c.Dir == "" {
 		return errors.New("natsjs: server needs a directory (ServerConfig.Dir)")
+	}
+	if cl := c.Cluster; cl != nil {
+		if !validClusterName(cl.Name) {
+			return fmt.Errorf("natsjs: cluster name %q: use letters, digits, - and _", cl.Name)
+		}
+		if _, _, err := net.SplitHostPort(cl.Listen); err != nil {
+			return fmt.Errorf("natsjs: cluster listen address %q: %w (use host:port, e.g. 10.0.0.1:6222)", cl.Listen, err)
+		}
+		for _, r := range cl.Routes {
+			if _, _, err := net.SplitHostPort(r); err != nil {
+				return fmt.Errorf("natsjs: cluster route %q: %w (use the other members' host:port)", r, err)
+			}
+		}
+		if c.User == "" || c.Password == "" {
+			return errors.New("natsjs: a cluster member needs a user and a password, the same on every member (members authenticate one another with them)")
+		}
 	}
 	if c.Listen == "" {
 		return nil
@@ -47,6 +80,18 @@ func (c ServerConfig) validate() error {
 	return nil
 }
 
+func validClusterName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // StartServer starts an embedded NATS server with JetStream and waits until it is ready.
 func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err := cfg.validate(); err != nil {
@@ -56,9 +101,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Listen != "" {
-		if err := checkFree(cfg.Listen); err != nil {
-			return nil, err
+	for _, addr := range []string{cfg.Listen, clusterListen(cfg)} {
+		if addr != "" {
+			if err := checkFree(addr); err != nil {
+				return nil, err
+			}
 		}
 	}
 	s, err := server.NewServer(opts)
@@ -75,7 +122,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 
 func serverOptions(cfg ServerConfig) (*server.Options, error) {
 	name := cfg.Name
-	if name == "" {
+	switch {
+	case name != "":
+	case cfg.Cluster != nil:
+		name = "webordinary-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(cfg.Cluster.Listen)
+	default:
 		name = "webordinary"
 	}
 	opts := &server.Options{
@@ -102,7 +153,29 @@ func serverOptions(cfg ServerConfig) (*server.Options, error) {
 		}
 		opts.Host, opts.Port = host, p
 	}
+	if cl := cfg.Cluster; cl != nil {
+		host, port, _ := net.SplitHostPort(cl.Listen)
+		p, err := strconv.Atoi(port)
+		if err != nil || p <= 0 {
+			return nil, fmt.Errorf("natsjs: cluster listen port %q: want a fixed port the other members can be told", port)
+		}
+		opts.Cluster = server.ClusterOpts{Name: cl.Name, Host: host, Port: p, Username: cfg.User, Password: cfg.Password}
+		if opts.DontListen {
+			// NATS starts routing only once a client port is open: a loopback one nobody is told.
+			opts.DontListen, opts.Host, opts.Port = false, "127.0.0.1", server.RANDOM_PORT
+		}
+		for _, r := range cl.Routes {
+			opts.Routes = append(opts.Routes, &neturl.URL{Scheme: "nats-route", Host: r, User: neturl.UserPassword(cfg.User, cfg.Password)})
+		}
+	}
 	return opts, nil
+}
+
+func clusterListen(cfg ServerConfig) string {
+	if cfg.Cluster == nil {
+		return ""
+	}
+	return cfg.Cluster.Listen
 }
 
 // ConnectInProcess connects to an embedded server without a socket.

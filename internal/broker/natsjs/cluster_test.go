@@ -1,0 +1,158 @@
+package natsjs_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// TestEmbeddedEnginesFormACluster: three embedded engines (three serves' worth) given each
+// other's addresses form one cluster with every stream replicated three times: a job accepted
+// through one member is run through another, and after a member goes the other two still
+// accept and hand out jobs.
+func TestEmbeddedEnginesFormACluster(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ports := freePorts(t, 3)
+	routes := strings.Join(ports, ",")
+	opts := broker.Options{User: "wo", Password: "a long shared secret", NoSync: true}
+	members := make([]*broker.Backend, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range members {
+		url := natsjs.EmbeddedURL(filepath.Join(t.TempDir(), "nats")) +
+			fmt.Sprintf("?cluster=wo&cluster_listen=%s&routes=%s&name=n%d", ports[i], routes, i)
+		wg.Go(func() { members[i], errs[i] = broker.Open(ctx, url, opts) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("member %d: %v", i, err)
+			continue
+		}
+		t.Cleanup(func() { _ = members[i].Close() })
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if d := members[1].Describe; !strings.Contains(d, "member n1 of cluster wo") {
+		t.Errorf("Describe %q", d)
+	}
+	run := func(via, through *broker.Backend, id string) {
+		t.Helper()
+		tid := tenant.ID{Project: "p", User: id}
+		if err := via.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+			t.Fatalf("publish %s: %v", id, err)
+		}
+		q, err := through.Inbox.Open(ctx, tid, broker.QueueOptions{})
+		if err != nil {
+			t.Fatalf("open %s: %v", id, err)
+		}
+		defer func() { _ = q.Close(ctx) }()
+		d, err := q.Next(ctx, 10*time.Second)
+		if err != nil || d.Job().ID != id {
+			t.Fatalf("%s: next %v", id, err)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(members[0], members[2], "first")
+	if err := members[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Two of three keep a quorum; a stream whose leader was member 0 elects another.
+	left := time.Now()
+	deadline := left.Add(time.Minute)
+	for {
+		err := tryOnce(ctx, members[1], members[2])
+		if err == nil {
+			t.Logf("a job ran through the other two %s after member 0 left", time.Since(left).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after a member left, the other two still fail: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+var tries int
+
+// tryOnce publishes a fresh job through via and runs it through through, each step bounded.
+func tryOnce(ctx context.Context, via, through *broker.Backend) error {
+	tries++
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	id := fmt.Sprint("after-", tries)
+	tid := tenant.ID{Project: "p", User: id}
+	if err := via.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+		return err
+	}
+	q, err := through.Inbox.Open(ctx, tid, broker.QueueOptions{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = q.Close(ctx) }()
+	d, err := q.Next(ctx, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	return d.Ack(ctx)
+}
+
+func TestEmbeddedClusterURLsSayWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	dir := natsjs.EmbeddedURL(filepath.Join(t.TempDir(), "nats"))
+	for url, want := range map[string]string{
+		dir + "?cluster=wo":                                             "needs cluster_listen",
+		dir + "?cluster_listen=127.0.0.1:6222":                          "need cluster=NAME",
+		dir + "?cluster=w%20o&cluster_listen=127.0.0.1:6222":            "use letters, digits",
+		dir + "?replicas=3":                                             "needs a cluster",
+		dir + "?cluster=wo&cluster_listen=127.0.0.1:6222&routes=nohost": "cluster route",
+	} {
+		b, err := broker.Open(context.Background(), url, broker.Options{User: "u", Password: "p", NoSync: true})
+		if err == nil {
+			_ = b.Close()
+			t.Errorf("%s: opened", url)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want it to say %q", url, err, want)
+		}
+	}
+	if _, err := broker.Open(context.Background(), dir+"?cluster=wo&cluster_listen=127.0.0.1:6222", broker.Options{NoSync: true}); err == nil ||
+		!strings.Contains(err.Error(), "the same on every member") {
+		t.Errorf("a member without credentials: %v", err)
+	}
+}
+
+// freePorts returns n loopback host:ports free a moment ago (the members must know each
+// other's before any starts).
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return out
+}
