@@ -144,10 +144,10 @@ func once(ctx context.Context, pg *postgres, tenants, jobs int, drain bool) erro
 		}
 		submitted = time.Since(start)
 	}
+	start := time.Now() // before Start: River works queued jobs as soon as its producers run
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
-	start := time.Now()
 	inserted := make(chan error, 1)
 	if !drain {
 		go func() {

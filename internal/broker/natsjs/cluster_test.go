@@ -27,12 +27,13 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 	routes := strings.Join(ports, ",")
 	opts := broker.Options{User: "wo", Password: "a long shared secret", NoSync: true}
 	members := make([]*broker.Backend, 3)
+	urls := make([]string, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range members {
-		url := natsjs.EmbeddedURL(filepath.Join(t.TempDir(), "nats")) +
+		urls[i] = natsjs.EmbeddedURL(filepath.Join(t.TempDir(), "nats")) +
 			fmt.Sprintf("?cluster=wo&cluster_listen=%s&routes=%s&name=n%d", ports[i], routes, i)
-		wg.Go(func() { members[i], errs[i] = broker.Open(ctx, url, opts) })
+		wg.Go(func() { members[i], errs[i] = broker.Open(ctx, urls[i], opts) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -84,6 +85,38 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 			t.Fatalf("a minute after a member left, the other two still fail: %v", err)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+	// The member comes back on its directory (a restart) and serves again.
+	back, err := broker.Open(ctx, urls[0], opts)
+	if err != nil {
+		t.Fatalf("member 0 back on its directory: %v", err)
+	}
+	t.Cleanup(func() { _ = back.Close() })
+	if err := tryOnce(ctx, back, members[1]); err != nil {
+		t.Fatalf("a job through the member that came back: %v", err)
+	}
+}
+
+// TestASingleServersDirectoryIsNotMadeAClusterMember: a cluster deletes streams it did not
+// make, so a directory a single engine wrote is refused as a member's, with what to do.
+func TestASingleServersDirectoryIsNotMadeAClusterMember(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "nats")
+	opts := broker.Options{User: "wo", Password: "secret", NoSync: true}
+	single, err := broker.Open(ctx, natsjs.EmbeddedURL(dir), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = single.Close()
+	port := freePorts(t, 1)[0]
+	member, err := broker.Open(ctx, natsjs.EmbeddedURL(dir)+"?cluster=wo&cluster_listen="+port, opts)
+	if err == nil {
+		_ = member.Close()
+		t.Fatal("a single server's directory became a cluster member's")
+	}
+	if !strings.Contains(err.Error(), "single server's data") || !strings.Contains(err.Error(), "new directory") {
+		t.Errorf("error %q; want it to say why and what to do", err)
 	}
 }
 

@@ -4,7 +4,9 @@
 //
 // Layout on the server:
 //
-//	stream WO_IN       wo.in.<project>.<user>   work queue, fsync'd; one consumer per owned tenant (memory state)
+//	stream WO_IN       wo.in.<project>.<user>   work queue, fsync'd; one consumer per owned tenant (memory state);
+//	                                            records the inbox's shards (metadata wo_inbox_shards)
+//	stream WO_IN_<k>   wo.in<k>.<project>.<user> shard k of the inbox (k ≥ 1), the same; a tenant's shard is a hash of it
 //	stream WO_RESULTS  wo.out.<project>.<user>  limits (7 days), fsync'd; consumer "router"
 //	stream WO_DLQ      wo.dlq.<project>.<user>  limits (30 days)
 //	KV wo_leases       <project>.<user>         per-key TTL; fencing token = revision at acquire

@@ -116,7 +116,7 @@ func (in *inbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {
 		for subj, n := range info.State.Subjects {
 			t, err := tenant.ParseSubject(strings.TrimPrefix(subj, sh.subject))
 			if err == nil && n > 0 {
-				out[t] = int(n)
+				out[t] += int(n)
 			}
 		}
 	}

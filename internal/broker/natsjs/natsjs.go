@@ -76,6 +76,7 @@ func (c Config) withDefaults() Config {
 	if c.InboxShards <= 0 {
 		c.InboxShards = defaultInboxShards
 	}
+	c.InboxShards = min(c.InboxShards, maxInboxShards)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -142,10 +143,19 @@ func (a *adapter) setupExisting(ctx context.Context) error {
 		if a.cfg.Replicas == 0 {
 			a.cfg.Replicas = max(1, cfg.Replicas)
 		}
-		a.cfg.InboxShards = 1 // before shards
+		// The record on WO_IN, or the shard streams that exist, whichever says more: the record
+		// is written first (a process starting while another sets up sees it before the
+		// shards), and the shards outlast a lost record (an update of WO_IN without it, by an
+		// older binary or by hand). Neither: a deployment from before shards, 1.
+		a.cfg.InboxShards = 1
 		if n, err := strconv.Atoi(cfg.Metadata[metaShards]); err == nil && n > 0 {
 			a.cfg.InboxShards = n
 		}
+		n, err := a.existingShards(ctx)
+		if err != nil {
+			return err
+		}
+		a.cfg.InboxShards = max(a.cfg.InboxShards, n)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if a.cfg.Replicas == 0 {
 			a.cfg.Replicas = 1
@@ -157,6 +167,23 @@ func (a *adapter) setupExisting(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", streamInbox, err)
 	}
 	return nil
+}
+
+// existingShards counts the inbox's streams that exist: WO_IN and WO_IN_1, WO_IN_2, … up to
+// the first missing one.
+func (a *adapter) existingShards(ctx context.Context) (int, error) {
+	n := 1
+	for ; n < maxInboxShards; n++ {
+		name := shardNamed(n).stream
+		_, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.Stream(ctx, name) })
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: %w", name, err)
+		}
+	}
+	return n, nil
 }
 
 func (a *adapter) setupStreams(ctx context.Context) error {
@@ -192,20 +219,30 @@ func settle[T any](ctx context.Context, a *adapter, create func(context.Context)
 	if a.nc.ConnectedClusterName() == "" {
 		return create(ctx)
 	}
-	for {
-		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, settleFor)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 		v, err := create(actx)
-		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		acancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 			return v, err
+		}
+		if ctx.Err() != nil {
+			return v, fmt.Errorf("no answer from the cluster's JetStream for %s (is a quorum of its servers up, and may this user use $JS.API.>?): %w", settleFor, err)
+		}
+		if attempt == 3 {
+			a.cfg.Logger.WarnContext(ctx, "the cluster's JetStream does not answer yet; trying again", slog.Any("err", err))
 		}
 		select {
 		case <-ctx.Done():
-			return v, err
 		case <-time.After(time.Duration(100+rand.IntN(500)) * time.Millisecond):
 		}
 	}
 }
+
+// settleFor bounds settle: members starting together elect a meta leader in seconds.
+const settleFor = time.Minute
 
 func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.CreateOrUpdateStream(ctx, cfg) })
@@ -272,7 +309,7 @@ func (a *adapter) jobsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if a.jobsStream, err = a.stream(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucketJobs, err)
 	}
-	kv, err := a.js.KeyValue(ctx, bucketJobs)
+	kv, err := settle(ctx, a, func(ctx context.Context) (jetstream.KeyValue, error) { return a.js.KeyValue(ctx, bucketJobs) })
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucketJobs, err)
 	}

@@ -1,10 +1,13 @@
 package natsjs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	neturl "net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -27,8 +30,8 @@ type ServerConfig struct {
 	// when Listen is set: the engine never accepts an unauthenticated socket, not even on
 	// loopback, where any local process (an agent's job among them) could otherwise reach it.
 	User, Password string
-	// Name is the server name; default "webordinary", or "webordinary-<cluster listen
-	// address>" in a cluster, where every member's must differ.
+	// Name is the server name; default "webordinary", or "webordinary-<hostname>-<cluster
+	// port>" in a cluster, where every member's must differ.
 	Name string
 	// Cluster, when set, makes this server a member of a cluster of embedded servers (serve
 	// processes on several machines), which replicates every stream and bucket.
@@ -101,6 +104,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Cluster != nil {
+		if err := checkNotStandalone(cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
 	for _, addr := range []string{cfg.Listen, clusterListen(cfg)} {
 		if addr != "" {
 			if err := checkFree(addr); err != nil {
@@ -125,7 +133,11 @@ func serverOptions(cfg ServerConfig) (*server.Options, error) {
 	switch {
 	case name != "":
 	case cfg.Cluster != nil:
-		name = "webordinary-" + strings.NewReplacer(":", "-", "[", "", "]", "").Replace(cfg.Cluster.Listen)
+		// Unique per member even when every member listens on 0.0.0.0:6222 (NATS drops routes
+		// between members of the same name), and stable while the machine keeps its name.
+		host, _ := os.Hostname()
+		_, port, _ := net.SplitHostPort(cfg.Cluster.Listen)
+		name = "webordinary-" + cmp.Or(host, "host") + "-" + port
 	default:
 		name = "webordinary"
 	}
@@ -159,7 +171,9 @@ func serverOptions(cfg ServerConfig) (*server.Options, error) {
 		if err != nil || p <= 0 {
 			return nil, fmt.Errorf("natsjs: cluster listen port %q: want a fixed port the other members can be told", port)
 		}
-		opts.Cluster = server.ClusterOpts{Name: cl.Name, Host: host, Port: p, Username: cfg.User, Password: cfg.Password}
+		// NoAdvertise: clients are not told the members' client addresses (among them a
+		// loopback one, below, that on another machine could be anyone's).
+		opts.Cluster = server.ClusterOpts{Name: cl.Name, Host: host, Port: p, Username: cfg.User, Password: cfg.Password, NoAdvertise: true}
 		if opts.DontListen {
 			// NATS starts routing only once a client port is open: a loopback one nobody is told.
 			opts.DontListen, opts.Host, opts.Port = false, "127.0.0.1", server.RANDOM_PORT
@@ -169,6 +183,31 @@ func serverOptions(cfg ServerConfig) (*server.Options, error) {
 		}
 	}
 	return opts, nil
+}
+
+// checkNotStandalone refuses to make a cluster member of a directory a single server wrote:
+// a cluster does not know streams made before it and deletes them (nats-server issue 5467),
+// so jobs, tables and blobs would be lost.
+func checkNotStandalone(dir string) error {
+	js := filepath.Join(dir, "jetstream")
+	if _, err := os.Stat(filepath.Join(js, "$SYS", "_js_", "_meta_")); err == nil {
+		return nil // a cluster member's directory
+	}
+	accounts, err := os.ReadDir(js)
+	if err != nil {
+		return nil // new
+	}
+	for _, acc := range accounts {
+		if !acc.IsDir() || acc.Name() == "$SYS" {
+			continue
+		}
+		if streams, err := os.ReadDir(filepath.Join(js, acc.Name(), "streams")); err == nil && len(streams) > 0 {
+			return fmt.Errorf("natsjs: %s holds a single server's data (%d streams); as a cluster member it would be lost: "+
+				"give the member a new directory, and move what you need with `nats stream backup` and `nats stream restore` "+
+				"(or keep this directory single: drop cluster= from the URL)", dir, len(streams))
+		}
+	}
+	return nil
 }
 
 func clusterListen(cfg ServerConfig) string {

@@ -14,6 +14,9 @@ import (
 // two synced writes (the publish and, when acknowledged, the removal).
 const defaultInboxShards = 4
 
+// maxInboxShards bounds InboxShards.
+const maxInboxShards = 64
+
 // metaShards is the key on WO_IN's metadata that records the deployment's inbox shards.
 const metaShards = "wo_inbox_shards"
 

@@ -149,3 +149,51 @@ func streamsOf(t *testing.T, ctx context.Context, srv *server.Server) []string {
 	}
 	return out
 }
+
+// TestALostShardRecordIsRebuiltFromTheShards: WO_IN rewritten without the record (an older
+// binary's setup, an edit by hand) must not make a process read one shard while the jobs sit
+// in four: the shard streams that exist say how many there are.
+func TestALostShardRecordIsRebuiltFromTheShards(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := ConnectInProcess(srv, "u", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	first, err := New(ctx, nc, Config{InboxShards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tid tenant.ID
+	for i := 0; ; i++ { // a tenant outside WO_IN
+		tid = mustTenant("p", fmt.Sprint("u", i))
+		if first.Inbox.(*inbox).a.shardOf(tid).stream != streamInbox {
+			break
+		}
+	}
+	if err := first.Inbox.Publish(ctx, broker.Job{ID: "j", Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	if _, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: streamInbox, Subjects: []string{subjInbox + "*.*"},
+		Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := New(ctx, nc, Config{InboxShards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := second.Inbox.Pending(ctx, tid); err != nil || n != 1 {
+		t.Fatalf("after the record was lost, the job of %s: pending %d, %v; want 1", tid, n, err)
+	}
+	if all, err := second.Inbox.Tenants(ctx); err != nil || all[tid] != 1 {
+		t.Fatalf("Tenants %v, %v", all, err)
+	}
+}
