@@ -164,6 +164,7 @@ const memberWait = 2 * time.Minute
 // openMember sets up the backend once the cluster can hold its replicas, retrying while
 // members are still starting.
 func openMember(ctx context.Context, nc *nats.Conn, e embedded, opts broker.Options, stop func()) (*broker.Backend, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, memberWait)
 	defer cancel()
 	log := opts.Logger
@@ -184,7 +185,11 @@ func openMember(ctx context.Context, nc *nats.Conn, e embedded, opts broker.Opti
 		if ctx.Err() != nil {
 			nc.Close()
 			stop()
-			return nil, fmt.Errorf("natsjs: cluster %s not ready within %s (are the other members running, and are routes %v reachable from here?): %w",
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) || parent.Err() != nil {
+				return nil, fmt.Errorf("natsjs: cluster %s: setup stopped: %w", e.cluster.Name, err)
+			}
+			return nil, fmt.Errorf("natsjs: cluster %s not ready within %s (are the other members running, are routes %v reachable from here, "+
+				"and are there as many members as replicas? a cluster of fewer than 3 needs replicas=N in the URL): %w",
 				e.cluster.Name, memberWait, e.cluster.Routes, err)
 		}
 		if attempt == 1 || attempt%10 == 0 {
