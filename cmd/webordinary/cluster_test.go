@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	neturl "net/url"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/router"
 )
 
@@ -71,29 +71,10 @@ func runNATSNode(spec string) {
 	os.Exit(0)
 }
 
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
-
 // startNATSCluster starts n clustered nats-server processes and waits for JetStream.
 func startNATSCluster(t *testing.T, c *cluster, n int) []*natsNode {
 	t.Helper()
-	ports := freePorts(t, 2*n)
+	ports := natsjstest.FreePorts(t, 2*n)
 	var nodes []*natsNode
 	for i := range n {
 		nd := &natsNode{Name: fmt.Sprintf("n%d", i+1), Port: ports[i], ClusterPort: ports[n+i], Routes: ports[n:],

@@ -85,20 +85,11 @@ func waitWaiting(t *testing.T, ctx context.Context, b *broker.Backend, n int, wi
 // twoProcesses starts an engine with two clients: a worker's and a router's.
 func twoProcesses(t *testing.T) (context.Context, *broker.Backend, *broker.Backend) {
 	t.Helper()
-	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	open := func() *broker.Backend {
-		nc, err := ConnectInProcess(srv, "u", "p")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		b, err := New(ctx, nc, Config{})
+		b, err := New(ctx, testConn(t, srv), Config{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package natsjs_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,18 +11,19 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // TestEmbeddedEnginesFormACluster: three embedded engines (three serves' worth) given each
-// other's addresses form one cluster with every stream replicated three times: a job accepted
-// through one member is run through another, and after a member goes the other two still
-// accept and hand out jobs.
+// other's addresses form one cluster with every stream replicated three times, the third
+// started 3 s after the others (which wait for it): a job accepted through one member is run
+// through another, and after a member goes the other two still accept and hand out jobs.
 func TestEmbeddedEnginesFormACluster(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ports := freePorts(t, 3)
+	ports := natsjstest.FreeAddrs(t, 3)
 	routes := strings.Join(ports, ",")
 	opts := broker.Options{User: "wo", Password: "a long shared secret", NoSync: true}
 	members := make([]*broker.Backend, 3)
@@ -33,7 +33,12 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 	for i := range members {
 		urls[i] = natsjs.EmbeddedURL(filepath.Join(t.TempDir(), "nats")) +
 			fmt.Sprintf("?cluster=wo&cluster_listen=%s&routes=%s&name=n%d", ports[i], routes, i)
-		wg.Go(func() { members[i], errs[i] = broker.Open(ctx, urls[i], opts) })
+		wg.Go(func() {
+			if i == 2 {
+				time.Sleep(3 * time.Second)
+			}
+			members[i], errs[i] = broker.Open(ctx, urls[i], opts)
+		})
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -109,7 +114,7 @@ func TestASingleServersDirectoryIsNotMadeAClusterMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = single.Close()
-	port := freePorts(t, 1)[0]
+	port := natsjstest.FreeAddrs(t, 1)[0]
 	member, err := broker.Open(ctx, natsjs.EmbeddedURL(dir)+"?cluster=wo&cluster_listen="+port, opts)
 	if err == nil {
 		_ = member.Close()
@@ -168,24 +173,4 @@ func TestEmbeddedClusterURLsSayWhatIsMissing(t *testing.T) {
 		!strings.Contains(err.Error(), "the same on every member") {
 		t.Errorf("a member without credentials: %v", err)
 	}
-}
-
-// freePorts returns n loopback host:ports free a moment ago (the members must know each
-// other's before any starts).
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	return out
 }

@@ -111,7 +111,7 @@ func (in *inbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {
 	for _, sh := range in.a.inbox {
 		info, err := sh.Info(ctx, jetstream.WithSubjectFilter(sh.subject+">"))
 		if err != nil {
-			return nil, ctxErr(ctx, fmt.Errorf("natsjs: tenants with pending jobs (%s): %w", sh.stream, err))
+			return nil, ctxErr(ctx, fmt.Errorf("natsjs: tenants with pending jobs (%s): %w", sh.name, err))
 		}
 		for subj, n := range info.State.Subjects {
 			t, err := tenant.ParseSubject(strings.TrimPrefix(subj, sh.subject))

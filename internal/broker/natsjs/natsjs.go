@@ -174,7 +174,7 @@ func (a *adapter) setupExisting(ctx context.Context) error {
 func (a *adapter) existingShards(ctx context.Context) (int, error) {
 	n := 1
 	for ; n < maxInboxShards; n++ {
-		name := shardNamed(n).stream
+		name := shardNamed(n).name
 		_, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.Stream(ctx, name) })
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			break
@@ -192,7 +192,7 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 	a.inbox = make([]shard, a.cfg.InboxShards)
 	for k := range a.inbox {
 		sh := shardNamed(k)
-		cfg := jetstream.StreamConfig{Name: sh.stream, Subjects: []string{sh.subject + "*.*"},
+		cfg := jetstream.StreamConfig{Name: sh.name, Subjects: []string{sh.subject + "*.*"},
 			Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r}
 		if k == 0 {
 			cfg.Metadata = map[string]string{metaShards: strconv.Itoa(a.cfg.InboxShards)}
@@ -213,26 +213,30 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 
 // settle runs create, which looks up, makes or updates a stream, bucket or consumer every
 // process sets up. On a cluster, a request made before the cluster has elected its meta
-// leader (members that start together) goes unanswered: create then gets attempts of at
-// most 3 s, until one is answered or ctx ends (a retry finds what another process made).
+// leader (members that start together) goes unanswered, and one made while too few servers
+// are up to place its replicas is refused: create then gets attempts of at most 3 s, until
+// one succeeds or fails otherwise, or settleFor (or ctx) ends. A retry finds what another
+// process made.
 func settle[T any](ctx context.Context, a *adapter, create func(context.Context) (T, error)) (T, error) {
 	if a.nc.ConnectedClusterName() == "" {
 		return create(ctx)
 	}
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, settleFor)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 		v, err := create(actx)
 		acancel()
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || !clusterNotReady(err) {
 			return v, err
 		}
 		if ctx.Err() != nil {
-			return v, fmt.Errorf("no answer from the cluster's JetStream for %s (is a quorum of its servers up, and may this user use $JS.API.>?): %w", settleFor, err)
+			return v, fmt.Errorf("the cluster's JetStream not ready after %s (is a quorum of its servers up, enough for the replicas, and may this user use $JS.API.>?): %w",
+				time.Since(start).Round(time.Second), err)
 		}
 		if attempt == 3 {
-			a.cfg.Logger.WarnContext(ctx, "the cluster's JetStream does not answer yet; trying again", slog.Any("err", err))
+			a.cfg.Logger.WarnContext(ctx, "waiting for the cluster: its JetStream does not answer or cannot place the replicas yet", slog.Any("err", err))
 		}
 		select {
 		case <-ctx.Done():
@@ -241,8 +245,21 @@ func settle[T any](ctx context.Context, a *adapter, create func(context.Context)
 	}
 }
 
-// settleFor bounds settle: members starting together elect a meta leader in seconds.
-const settleFor = time.Minute
+// settleFor bounds settle: long enough for members started by hand one after another.
+const settleFor = 2 * time.Minute
+
+// clusterNotReady: no answer (no meta leader yet), or too few servers for the replicas.
+func clusterNotReady(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &api) && (api.ErrorCode == errCodeNoPeers || api.ErrorCode == errCodeInsufficientResources)
+}
+
+// JetStream's codes for "no suitable peers for placement" and "insufficient resources".
+const (
+	errCodeNoPeers               jetstream.ErrorCode = 10005
+	errCodeInsufficientResources jetstream.ErrorCode = 10023
+)
 
 func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	s, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.CreateOrUpdateStream(ctx, cfg) })

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"net"
 	neturl "net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -131,75 +128,26 @@ func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker
 		stop()
 		return nil, err
 	}
+	cfg, where := Config{Replicas: 1, Logger: opts.Logger}, "embedded NATS in "+dir
 	if e.cluster != nil {
-		b, err := openMember(ctx, nc, e, opts, stop)
-		if err != nil {
-			return nil, err
-		}
-		if opts.Listen != "" {
-			b.Endpoint = srv.ClientURL()
-		}
-		b.Describe = fmt.Sprintf("embedded NATS in %s, member %s of cluster %s (routes on %s)", dir, srv.Name(), e.cluster.Name, e.cluster.Listen)
-		if b.Endpoint != "" {
-			b.Describe += ", workers may join at " + b.Endpoint
-		}
-		return b, nil
+		// A member sets up once enough members are up to hold the replicas: settle waits.
+		cfg.Replicas = e.replicas
+		where = fmt.Sprintf("%s, member %s of cluster %s (routes on %s)", where, srv.Name(), e.cluster.Name, e.cluster.Listen)
 	}
-	b, err := owning(ctx, nc, Config{Replicas: 1, Logger: opts.Logger}, stop)
+	b, err := owning(ctx, nc, cfg, stop)
 	if err != nil {
+		if e.cluster != nil {
+			return nil, fmt.Errorf("natsjs: cluster %s (are the other members running, are routes %v reachable from here, "+
+				"and are there as many members as replicas? fewer than 3 need replicas=N in the URL): %w", e.cluster.Name, e.cluster.Routes, err)
+		}
 		return nil, err
 	}
-	b.Describe = "embedded NATS in " + dir + " (in-process only)"
+	b.Describe = where + " (in-process only)"
 	if opts.Listen != "" {
 		b.Endpoint = srv.ClientURL()
-		b.Describe = "embedded NATS in " + dir + ", workers may join at " + b.Endpoint
+		b.Describe = where + ", workers may join at " + b.Endpoint
 	}
 	return b, nil
-}
-
-// memberWait bounds how long a cluster member waits for enough members to set up the
-// replicated streams (they start one by one, on several machines).
-const memberWait = 2 * time.Minute
-
-// openMember sets up the backend once the cluster can hold its replicas, retrying while
-// members are still starting.
-func openMember(ctx context.Context, nc *nats.Conn, e embedded, opts broker.Options, stop func()) (*broker.Backend, error) {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, memberWait)
-	defer cancel()
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	for attempt := 1; ; attempt++ {
-		// An attempt fails while too few members are up to hold the replicas (requests that
-		// go unanswered are retried inside, see settle).
-		tctx, tcancel := context.WithTimeout(ctx, 30*time.Second)
-		b, err := New(tctx, nc, Config{Replicas: e.replicas, Logger: opts.Logger})
-		tcancel()
-		if err == nil {
-			closeBackend := b.Close
-			b.Close = func() error { _ = closeBackend(); nc.Close(); stop(); return nil }
-			return b, nil
-		}
-		if ctx.Err() != nil {
-			nc.Close()
-			stop()
-			if !errors.Is(ctx.Err(), context.DeadlineExceeded) || parent.Err() != nil {
-				return nil, fmt.Errorf("natsjs: cluster %s: setup stopped: %w", e.cluster.Name, err)
-			}
-			return nil, fmt.Errorf("natsjs: cluster %s not ready within %s (are the other members running, are routes %v reachable from here, "+
-				"and are there as many members as replicas? a cluster of fewer than 3 needs replicas=N in the URL): %w",
-				e.cluster.Name, memberWait, e.cluster.Routes, err)
-		}
-		if attempt == 1 || attempt%10 == 0 {
-			log.InfoContext(ctx, "waiting for the cluster's other members", slog.String("cluster", e.cluster.Name), slog.Any("err", err))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(250+rand.IntN(1000)) * time.Millisecond):
-		}
-	}
 }
 
 // openExternal connects to a NATS server or cluster; opts' credentials are sent unless the

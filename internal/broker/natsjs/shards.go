@@ -24,14 +24,14 @@ const metaShards = "wo_inbox_shards"
 // wo.in<k>.<p>.<u> (streams may not share subjects).
 type shard struct {
 	jetstream.Stream
-	stream, subject string
+	name, subject string // the stream's name, its subjects' prefix
 }
 
 func shardNamed(k int) shard {
 	if k == 0 {
-		return shard{stream: streamInbox, subject: subjInbox}
+		return shard{name: streamInbox, subject: subjInbox}
 	}
-	return shard{stream: streamInbox + "_" + strconv.Itoa(k), subject: "wo.in" + strconv.Itoa(k) + "."}
+	return shard{name: streamInbox + "_" + strconv.Itoa(k), subject: "wo.in" + strconv.Itoa(k) + "."}
 }
 
 // shardOf is where t's jobs are: a hash of the tenant, so every process agrees.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -21,18 +22,9 @@ func TestShardsAreTheDeploymentsNotTheProcesses(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testServer(t)
 	open := func(shards int) *broker.Backend {
-		nc, err := ConnectInProcess(srv, "u", "p")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		b, err := New(ctx, nc, Config{InboxShards: shards})
+		b, err := New(ctx, testConn(t, srv), Config{InboxShards: shards})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +63,7 @@ func TestShardsAreTheDeploymentsNotTheProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = q.Close(ctx)
-		used[first.Inbox.(*inbox).a.shardOf(tid).stream] = true
+		used[first.Inbox.(*inbox).a.shardOf(tid).name] = true
 	}
 	if len(used) != 3 {
 		t.Errorf("30 tenants landed in %d of 3 shards", len(used))
@@ -84,16 +76,8 @@ func TestADeploymentBeforeShardsKeepsOneStream(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := ConnectInProcess(srv, "u", "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv := testServer(t)
+	nc := testConn(t, srv)
 	js, _ := jetstream.New(nc)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streamInbox, Subjects: []string{subjInbox + "*.*"},
 		Retention: jetstream.WorkQueuePolicy}); err != nil {
@@ -119,6 +103,28 @@ func TestADeploymentBeforeShardsKeepsOneStream(t *testing.T) {
 	}
 }
 
+// testServer starts an embedded server (user u, password p) for the test.
+func testServer(t *testing.T) *server.Server {
+	t.Helper()
+	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
+}
+
+// testConn connects to srv in-process until the test ends.
+func testConn(t *testing.T, srv *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := ConnectInProcess(srv, "u", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func mustTenant(p, u string) tenant.ID {
 	t, err := tenant.New(p, u)
 	if err != nil {
@@ -130,16 +136,11 @@ func mustTenant(p, u string) tenant.ID {
 // streamsOf lists the inbox's streams on srv.
 func streamsOf(t *testing.T, ctx context.Context, srv *server.Server) []string {
 	t.Helper()
-	nc, err := ConnectInProcess(srv, "u", "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, _ := jetstream.New(testConn(t, srv))
 	var out []string
 	for k := range 8 {
-		name := shardNamed(k).stream
-		_, err = js.Stream(ctx, name)
+		name := shardNamed(k).name
+		_, err := js.Stream(ctx, name)
 		switch {
 		case err == nil:
 			out = append(out, name)
@@ -157,16 +158,8 @@ func TestALostShardRecordIsRebuiltFromTheShards(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := StartServer(ServerConfig{Dir: t.TempDir(), NoSync: true, User: "u", Password: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := ConnectInProcess(srv, "u", "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	srv := testServer(t)
+	nc := testConn(t, srv)
 	first, err := New(ctx, nc, Config{InboxShards: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +167,7 @@ func TestALostShardRecordIsRebuiltFromTheShards(t *testing.T) {
 	var tid tenant.ID
 	for i := 0; ; i++ { // a tenant outside WO_IN
 		tid = mustTenant("p", fmt.Sprint("u", i))
-		if first.Inbox.(*inbox).a.shardOf(tid).stream != streamInbox {
+		if first.Inbox.(*inbox).a.shardOf(tid).name != streamInbox {
 			break
 		}
 	}

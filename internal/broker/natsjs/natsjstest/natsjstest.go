@@ -5,6 +5,8 @@ package natsjstest
 import (
 	"context"
 	"crypto/rand"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,4 +75,33 @@ func Connect(t testing.TB, env *Env) (*nats.Conn, *broker.Backend) {
 		t.Fatalf("natsjs backend: %v", err)
 	}
 	return nc, b
+}
+
+// FreePorts returns n loopback ports free a moment ago, for servers that must know each
+// other's addresses before any starts (cluster routes).
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var out []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns, out = append(lns, ln), append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return out
+}
+
+// FreeAddrs is FreePorts as 127.0.0.1:port addresses.
+func FreeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	var out []string
+	for _, p := range FreePorts(t, n) {
+		out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	}
+	return out
 }
