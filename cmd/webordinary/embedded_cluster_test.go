@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/router"
 )
 
@@ -29,19 +29,7 @@ func TestServesFormAnEmbeddedCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	agent := `echo "did: $WO_INSTRUCTION"`
-	// Route ports free a moment ago: the members must know each other's before any starts.
-	var ports []string
-	var lns []net.Listener
-	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports, lns = append(ports, ln.Addr().String()), append(lns, ln)
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
+	ports := natsjstest.FreeAddrs(t, 3) // routes: the members must know each other's before any starts
 	serves := make([]*cluster, 3)
 	for i := range serves {
 		c := &cluster{t: t, dir: reachableTempDir(t), agent: agent, sandbox: "auto"}
@@ -49,8 +37,9 @@ func TestServesFormAnEmbeddedCluster(t *testing.T) {
 			fmt.Sprintf("?cluster=wo&cluster_listen=%s&routes=%s", ports[i], strings.Join(ports, ","))
 		cmd := exec.Command(os.Args[0], "serve", "--data", c.data(), "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
 			"--engine", engine, "--ready-file", filepath.Join(c.dir, "ready.json"), "--workers", "1",
-			"--processor", "command", "--agent-command", agent, "--sandbox", "auto", "--lease-ttl", "2s",
-			"--reconcile", "300ms", "--no-sync", "--preview", "", "--shutdown-grace", "1s", "--log-level", "warn",
+			// The defaults a user gets (fsync on, 15 s leases, the default sandbox), but for
+			// addresses, which must not be fixed ports in a test, and the agent.
+			"--processor", "command", "--agent-command", agent, "--preview", "", "--log-level", "warn",
 			"--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces"))
 		cmd.Env = append(c.env(), "WO_NATS_USER=wo", "WO_NATS_PASSWORD=the same long secret on every member")
 		c.serveP = c.startCmd(cmd)

@@ -22,7 +22,10 @@ type Pool struct {
 }
 
 // avoidList holds tenants this process gave up on (their queue kept failing), so that another
-// process gets the next claim: one of them may read the queue where this one cannot.
+// process gets the next claim: one of them may read the queue where this one cannot. Each is
+// left once: a claim that comes back after its hand-out time found no other process to take
+// it (present, but its dispatcher blind or busy), and is taken here rather than left again
+// until the avoidance ends.
 type avoidList struct {
 	mu    sync.Mutex
 	until map[tenant.ID]time.Time
@@ -37,15 +40,13 @@ func (a *avoidList) add(t tenant.ID, until time.Time) {
 	a.until[t] = until
 }
 
-func (a *avoidList) has(t tenant.ID, now time.Time) bool {
+// leave reports whether to leave t's claim to another process, once per add.
+func (a *avoidList) leave(t tenant.ID, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	until, ok := a.until[t]
-	if ok && !now.Before(until) {
-		delete(a.until, t)
-		return false
-	}
-	return ok
+	delete(a.until, t)
+	return ok && now.Before(until)
 }
 
 // New validates cfg and returns a pool ready to Run.

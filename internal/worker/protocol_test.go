@@ -607,3 +607,42 @@ func TestOwnerReleasesATenantItCannotRead(t *testing.T) {
 		}
 	})
 }
+
+// openOnceFails fails the first Open and passes the rest through.
+type openOnceFails struct {
+	broker.Inbox
+	failed *atomic.Bool
+}
+
+func (o openOnceFails) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions) (broker.Queue, error) {
+	if o.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("the engine does not answer (electing a leader)")
+	}
+	return o.Inbox.Open(ctx, t, opts)
+}
+
+// TestAvoidedClaimComesBackAndIsTaken: a process that could not open a tenant's queue leaves
+// its next claim to another process, but only once: when the other process present does not
+// take it (here it is present and claims nothing, as a process whose claims watch went blind
+// after a cluster lost a node), the claim comes back and is taken, with the default lease
+// (whose avoidance would otherwise last 45 s).
+func TestAvoidedClaimComesBackAndIsTaken(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		peer, _ := f.connect()
+		if err := peer.Presence.Announce(f.ctx, broker.WorkerInfo{ID: "blind-w1", Process: "blind", State: "idle",
+			Heartbeat: time.Now()}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := f.connect()
+		flaky := *b
+		flaky.Inbox = openOnceFails{b.Inbox, new(atomic.Bool)}
+		l := newLedger()
+		f.pool(worker.Config{Workers: 1, Backend: &flaky, Process: "flaky", LeaseTTL: worker.DefaultLeaseTTL, Processor: l.processor(0)})
+		rec := f.submit("site", "alice", "x")
+		got := f.wait(rec.Job.ID, 25*time.Second)
+		if got.State != broker.StateDone || !strings.HasPrefix(got.Worker, "flaky") {
+			t.Fatalf("job %s on %q; want done by the only worker that claims", got.State, got.Worker)
+		}
+	})
+}

@@ -110,9 +110,10 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	t := c.Tenant()
 	log := w.log().With(slog.String("tenant", t.String()))
 	b := w.cfg.Backend
-	if w.pool.avoid.has(t, time.Now()) && w.othersPresent(ctx) {
+	if w.othersPresent(ctx) && w.pool.avoid.leave(t, time.Now()) {
 		// Left unacknowledged: after its hand-out time anyone may take it, another
-		// process first with luck (this one gave the tenant up a moment ago).
+		// process first with luck (this one gave the tenant up a moment ago); if it comes
+		// back here, it is taken.
 		metrics.Claims.WithLabelValues("avoided").Inc()
 		log.InfoContext(ctx, "leaving the claim to another process: this one could not read the tenant's queue")
 		return
