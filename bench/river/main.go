@@ -4,14 +4,14 @@
 // Each tenant is a River queue with MaxWorkers 1 on one client, River's way to run one
 // tenant's jobs one at a time and in order (two clients would each run one of a tenant's jobs
 // at once). A job counts when River reports it completed, that is after its completion is
-// committed. PostgreSQL runs with fsync and synchronous_commit on (its defaults), listening on a
-// Unix socket only.
+// committed; drain is timed from the first job River starts. PostgreSQL runs with fsync and
+// synchronous_commit on (its defaults), listening on a Unix socket only.
 //
-//	cd bench/river && go run . [-cases 100x20,1000x1] [-workers 0]
+//	cd bench/river && go run . [-cases 100x20,1000x1]
 //
-// It needs initdb, pg_ctl and postgres on PATH (Debian: apt-get install postgresql; the
-// binaries are under /usr/lib/postgresql/<v>/bin). Run as root, it runs PostgreSQL as the
-// user postgres.
+// It needs PostgreSQL's initdb, pg_ctl, postgres and psql, on PATH or under
+// /usr/lib/postgresql/<v>/bin (Debian: apt-get install postgresql). Run as root, it runs
+// PostgreSQL as the user postgres.
 package main
 
 import (
