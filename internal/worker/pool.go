@@ -22,31 +22,49 @@ type Pool struct {
 }
 
 // avoidList holds tenants this process gave up on (their queue kept failing), so that another
-// process gets the next claim: one of them may read the queue where this one cannot. Each is
-// left once: a claim that comes back after its hand-out time found no other process to take
-// it (present, but its dispatcher blind or busy), and is taken here rather than left again
-// until the avoidance ends.
+// process gets the next claim: one of them may read the queue where this one cannot. Claims
+// that come back within leaveWindow of the first one left are left too (a re-request made
+// the claim waiting again before anyone else had a turn); one that comes back later found
+// no other process to take it (present, but its dispatcher blind or busy), and is taken
+// here rather than left again until the avoidance ends.
 type avoidList struct {
-	mu    sync.Mutex
-	until map[tenant.ID]time.Time
+	mu      sync.Mutex
+	tenants map[tenant.ID]avoided
 }
+
+type avoided struct {
+	until, firstLeft time.Time
+}
+
+// leaveWindow is how long claims are left after the first one: about the engines' default
+// hand-out time (5 s), in which another process takes a claim left to it.
+const leaveWindow = 5 * time.Second
 
 func (a *avoidList) add(t tenant.ID, until time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.until == nil {
-		a.until = map[tenant.ID]time.Time{}
+	if a.tenants == nil {
+		a.tenants = map[tenant.ID]avoided{}
 	}
-	a.until[t] = until
+	a.tenants[t] = avoided{until: until}
 }
 
-// leave reports whether to leave t's claim to another process, once per add.
+// leave reports whether to leave t's claim, handed out now, to another process.
 func (a *avoidList) leave(t tenant.ID, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	until, ok := a.until[t]
-	delete(a.until, t)
-	return ok && now.Before(until)
+	av, ok := a.tenants[t]
+	switch {
+	case !ok:
+		return false
+	case !now.Before(av.until), !av.firstLeft.IsZero() && now.Sub(av.firstLeft) >= leaveWindow:
+		delete(a.tenants, t)
+		return false
+	case av.firstLeft.IsZero():
+		av.firstLeft = now
+		a.tenants[t] = av
+	}
+	return true
 }
 
 // New validates cfg and returns a pool ready to Run.

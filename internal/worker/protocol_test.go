@@ -646,3 +646,66 @@ func TestAvoidedClaimComesBackAndIsTaken(t *testing.T) {
 		}
 	})
 }
+
+// TestAvoidedClaimIsLeftWhileAskedAgain: a claim asked for again while the process that gave
+// the tenant up still has it in hand comes back to that process at once; it is left again
+// (another process has not had its turn yet), not taken on the second sight. Taking it
+// there let a process that cannot read the tenant win it back from a healthy one, again
+// and again (TestOwnerReleasesATenantItCannotRead failed 1 run in 20 on mem).
+func TestAvoidedClaimIsLeftWhileAskedAgain(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		peer, _ := f.connect()
+		if err := peer.Presence.Announce(f.ctx, broker.WorkerInfo{ID: "blind-w1", Process: "blind", State: "idle",
+			Heartbeat: time.Now()}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := f.connect()
+		flaky := *b
+		flaky.Inbox = openOnceFails{b.Inbox, new(atomic.Bool)}
+		l := newLedger()
+		f.pool(worker.Config{Workers: 1, Backend: &flaky, Process: "flaky", LeaseTTL: time.Second, Processor: l.processor(0)})
+		rec := f.submit("site", "alice", "x")
+		tn := rec.Job.Tenant
+		owned := func() bool {
+			lease, err := f.b.Leases.Get(f.ctx, tn)
+			return err == nil && lease.Owner != ""
+		}
+		until := func(what string, cond func() bool) time.Time {
+			t.Helper()
+			deadline := time.Now().Add(20 * time.Second)
+			for !cond() {
+				if time.Now().After(deadline) {
+					t.Fatalf("never %s", what)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return time.Now()
+		}
+		until("took the tenant", owned)
+		released := until("released the tenant after its Open failed", func() bool { return !owned() })
+		stop := make(chan struct{})
+		asked := make(chan struct{})
+		go func() { // the reconciler's repeats, often
+			defer close(asked)
+			for {
+				_ = f.b.Claims.Request(f.ctx, tn, rec.Job.AcceptedAt)
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+		retaken := until("took the tenant back", owned)
+		close(stop)
+		<-asked
+		if d := retaken.Sub(released); d < 2500*time.Millisecond {
+			t.Errorf("taken back %v after it was given up, while asked for again every 100ms; want it left to others for the leave window (5s)", d)
+		}
+		got := f.wait(rec.Job.ID, 25*time.Second)
+		if got.State != broker.StateDone || !strings.HasPrefix(got.Worker, "flaky") {
+			t.Fatalf("job %s on %q; want done by the only worker that claims", got.State, got.Worker)
+		}
+	})
+}
