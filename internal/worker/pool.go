@@ -49,6 +49,14 @@ func (a *avoidList) add(t tenant.ID, until time.Time) {
 	a.tenants[t] = avoided{until: until}
 }
 
+// has reports whether t is avoided at now (cheap: ask it before asking who is present).
+func (a *avoidList) has(t tenant.ID, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	av, ok := a.tenants[t]
+	return ok && now.Before(av.until)
+}
+
 // leave reports whether to leave t's claim, handed out now, to another process.
 func (a *avoidList) leave(t tenant.ID, now time.Time) bool {
 	a.mu.Lock()

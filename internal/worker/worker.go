@@ -110,7 +110,7 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	t := c.Tenant()
 	log := w.log().With(slog.String("tenant", t.String()))
 	b := w.cfg.Backend
-	if w.othersPresent(ctx) && w.pool.avoid.leave(t, time.Now()) {
+	if w.pool.avoid.has(t, time.Now()) && w.othersPresent(ctx) && w.pool.avoid.leave(t, time.Now()) {
 		// Left unacknowledged: after its hand-out time anyone may take it, another
 		// process first with luck (this one gave the tenant up a moment ago); if it comes
 		// back here, it is taken.
