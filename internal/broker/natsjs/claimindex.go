@@ -22,6 +22,9 @@ type claimIndex struct {
 	entries map[string]claimEntry
 	seen    uint64        // the highest revision received or written
 	changed chan struct{} // closed and replaced on every change
+	// taking holds the keys one of this instance's workers is trying to take: the others
+	// pick the next oldest instead of racing it for the same compare-and-set.
+	taking map[string]bool
 }
 
 type claimEntry struct {
@@ -67,7 +70,8 @@ func watchClaims(js jetstream.JetStream, log *slog.Logger) (*claimIndex, *claimW
 	if err != nil {
 		return nil, nil, err
 	}
-	idx := &claimIndex{ready: make(chan struct{}), entries: map[string]claimEntry{}, changed: make(chan struct{})}
+	idx := &claimIndex{ready: make(chan struct{}), entries: map[string]claimEntry{}, changed: make(chan struct{}),
+		taking: map[string]bool{}}
 	readyOnce := sync.OnceFunc(func() { close(idx.ready) })
 	if s.CachedInfo().State.Msgs == 0 {
 		readyOnce()
@@ -236,14 +240,15 @@ func (idx *claimIndex) changes() <-chan struct{} {
 }
 
 // oldest returns the waiting request with the oldest since (ties: made first, then key)
-// that no warm preference keeps from taker, or "" and the time the earliest hand-out or
-// preference runs out (zero if none).
+// that no warm preference keeps from taker and no other worker here is taking, or "" and
+// the time the earliest hand-out or preference runs out (zero if none). The key returned is
+// reserved for the caller until it calls taken.
 func (idx *claimIndex) oldest(taker string, now time.Time) (key string, best claimEntry, wake time.Time) {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	for k, e := range idx.entries {
 		switch {
-		case e.v.Done:
+		case e.v.Done || idx.taking[k]:
 		case e.v.waiting(now) && e.v.excludes(taker, now):
 			wake = earliest(wake, e.v.WarmUntil)
 		case e.v.waiting(now):
@@ -254,7 +259,18 @@ func (idx *claimIndex) oldest(taker string, now time.Time) (key string, best cla
 			wake = e.v.Until
 		}
 	}
+	if key != "" {
+		idx.taking[key] = true
+	}
 	return key, best, wake
+}
+
+// taken ends the reservation oldest made for key, and wakes the workers that passed it by.
+func (idx *claimIndex) taken(key string) {
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	delete(idx.taking, key)
+	idx.notify()
 }
 
 func before(a claimValue, ak string, b claimValue, bk string) bool {

@@ -199,6 +199,7 @@ func (c *claims) Next(ctx context.Context) (broker.Claim, error) {
 // take hands the request of key out to this instance. It returns nil, nil when another
 // taker or a request got there first (the index will show what they wrote).
 func (c *claims) take(ctx context.Context, idx *claimIndex, key string, e claimEntry) (broker.Claim, error) {
+	defer idx.taken(key)
 	t, err := tenant.ParseSubject(key)
 	if err != nil {
 		idx.forget(key, e.rev)
