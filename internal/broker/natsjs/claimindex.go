@@ -202,6 +202,14 @@ func (idx *claimIndex) set(key string, e claimEntry) {
 	idx.notify()
 }
 
+// lookup returns key's entry as this index last saw it.
+func (idx *claimIndex) lookup(key string) (claimEntry, bool) {
+	idx.mu.Lock()
+	defer idx.mu.Unlock()
+	e, ok := idx.entries[key]
+	return e, ok
+}
+
 // forget marks key's revision rev as not available here (another taker or a request wrote
 // a later one, which the watch will bring).
 func (idx *claimIndex) forget(key string, rev uint64) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,6 +31,7 @@ type claims struct {
 	idx   *claimIndex
 	watch *claimWatch
 	err   error
+	ready atomic.Pointer[claimIndex] // idx once it holds the bucket's records
 }
 
 var (
@@ -103,12 +105,15 @@ func minTime(a, b time.Time) time.Time {
 }
 
 func (c *claims) Request(ctx context.Context, t tenant.ID, since time.Time) error {
-	for {
-		cur, rev, err := c.get(ctx, t.Subject())
+	for cached := true; ; cached = false {
+		cur, rev, err := c.read(ctx, t.Subject(), cached)
 		if err != nil {
 			return ctxErr(ctx, fmt.Errorf("natsjs: request claim %s: %w", t, err))
 		}
 		next, write := cur.merged(rev != 0, since, time.Now())
+		if !write && cached {
+			continue // nothing to write, as far as this process knows: make sure
+		}
 		if !write {
 			return nil
 		}
@@ -126,12 +131,15 @@ func (c *claims) Request(ctx context.Context, t tenant.ID, since time.Time) erro
 // Warm records this instance as t's preferred taker until until. A request handed out right
 // now is left alone (the hand-out ends the preference anyway).
 func (c *claims) Warm(ctx context.Context, t tenant.ID, until time.Time) error {
-	for {
-		cur, rev, err := c.get(ctx, t.Subject())
+	for cached := true; ; cached = false {
+		cur, rev, err := c.read(ctx, t.Subject(), cached)
 		if err != nil {
 			return ctxErr(ctx, fmt.Errorf("natsjs: warm claim %s: %w", t, err))
 		}
 		if rev != 0 && !cur.Done && !cur.waiting(time.Now()) {
+			if cached {
+				continue
+			}
 			return nil
 		}
 		if rev == 0 {
@@ -147,6 +155,18 @@ func (c *claims) Warm(ctx context.Context, t tenant.ID, until time.Time) error {
 		}
 		return nil
 	}
+}
+
+// read is key's record and revision: with cached, as this process's index holds it when it
+// has one (no round trip; a write over it is still a compare-and-set, so a stale one fails
+// and the caller reads again without), otherwise from the bucket.
+func (c *claims) read(ctx context.Context, key string, cached bool) (claimValue, uint64, error) {
+	if idx := c.ready.Load(); cached && idx != nil {
+		if e, ok := idx.lookup(key); ok {
+			return e.v, e.rev, nil
+		}
+	}
+	return c.get(ctx, key)
 }
 
 // get returns key's record and revision; revision 0 when there is none.
@@ -266,6 +286,7 @@ func (c *claims) index(ctx context.Context) (*claimIndex, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.idx.ready:
+		c.ready.Store(c.idx)
 		return c.idx, nil
 	}
 }
