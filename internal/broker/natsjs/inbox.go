@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,10 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-type inbox struct{ a *adapter }
+type inbox struct {
+	a    *adapter
+	jobs *jobs // the same client's records: see createdHeader
+}
 
 var _ broker.Inbox = (*inbox)(nil)
 
@@ -25,7 +29,11 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: encode job %s: %w", job.ID, err)
 	}
-	_, err = in.a.js.Publish(ctx, in.a.shardOf(job.Tenant).subject+job.Tenant.Subject(), data, jetstream.WithMsgID(job.ID))
+	m := &nats.Msg{Subject: in.a.shardOf(job.Tenant).subject + job.Tenant.Subject(), Data: data, Header: nats.Header{}}
+	if rev, ok := in.jobs.takeCreated(job.ID); ok {
+		m.Header.Set(createdHeader, strconv.FormatUint(rev, 10))
+	}
+	_, err = in.a.js.PublishMsg(ctx, m, jetstream.WithMsgID(job.ID))
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return fmt.Errorf("%w: the job with its attachments is %d MB; the engine accepts %d MB (send smaller attachments)",
 			broker.ErrTooLarge, len(data)>>20, in.a.nc.MaxPayload()>>20)
@@ -256,6 +264,9 @@ func newDelivery(q *queue, m jetstream.Msg) (*delivery, error) {
 	}
 	if err := json.Unmarshal(m.Data(), &d.job); err != nil {
 		return d, fmt.Errorf("natsjs: undecodable job on %s: %w", m.Subject(), err)
+	}
+	if rev, err := strconv.ParseUint(m.Headers().Get(createdHeader), 10, 64); err == nil && rev > 0 {
+		q.in.jobs.seed(d.job, rev)
 	}
 	return d, nil
 }

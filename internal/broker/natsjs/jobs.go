@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,47 @@ type jobs struct {
 	// the compare-and-set still refuses it if anyone wrote since.
 	mu      sync.Mutex
 	written map[string]writtenRecord
+	// created holds the revision of records this client created and has not yet published
+	// the job of: the publish tells the worker (createdHeader), which then marks the job
+	// running without reading the record first.
+	created map[string]uint64
+}
+
+// createdHeader on a job's message is the revision at which its record was created (as
+// queuedRecord): a worker's first compare-and-set can start from it, and fails (then
+// reads) if anyone wrote the record since.
+const createdHeader = "Wo-Record-Created"
+
+// queuedRecord is the record the router creates for job: what a record at its created
+// revision holds.
+func queuedRecord(job broker.Job) broker.JobRecord {
+	return broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued}
+}
+
+// takeCreated returns (and forgets) the revision at which this client created id's record.
+func (j *jobs) takeCreated(id string) (uint64, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rev, ok := j.created[id]
+	delete(j.created, id)
+	return rev, ok
+}
+
+// seed remembers a record created elsewhere at rev, unless this client wrote it since.
+func (j *jobs) seed(job broker.Job, rev uint64) {
+	data, err := json.Marshal(queuedRecord(job))
+	if err != nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if w, ok := j.written[job.ID]; ok && w.rev >= rev {
+		return
+	}
+	if j.written == nil || len(j.written) >= maxWritten {
+		j.written = map[string]writtenRecord{}
+	}
+	j.written[job.ID] = writtenRecord{data: data, rev: rev}
 }
 
 type writtenRecord struct {
@@ -61,9 +103,17 @@ func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: encode job record %s: %w", rec.Job.ID, err)
 	}
-	_, err = j.kv.Create(ctx, rec.Job.ID, data)
+	rev, err := j.kv.Create(ctx, rec.Job.ID, data)
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
 		return broker.ErrExists
+	}
+	if err == nil && reflect.DeepEqual(rec, queuedRecord(rec.Job)) {
+		j.mu.Lock()
+		if j.created == nil || len(j.created) >= maxWritten {
+			j.created = map[string]uint64{}
+		}
+		j.created[rec.Job.ID] = rev
+		j.mu.Unlock()
 	}
 	return ctxErr(ctx, wrap("create record for", rec.Job.ID, err))
 }

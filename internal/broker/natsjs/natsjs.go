@@ -96,13 +96,14 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		return nil, err
 	}
 	cl := newClaims(a)
+	jb := &jobs{kv: a.jobs, s: a.jobsStream}
 	return &broker.Backend{
-		Inbox:    &inbox{a: a},
+		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,
 		Leases:   &leases{kv: a.leases, js: js},
 		Results:  &results{a: a},
 		Signals:  &signals{nc: nc},
-		Jobs:     &jobs{kv: a.jobs, s: a.jobsStream},
+		Jobs:     jb,
 		Presence: &presence{a: a},
 		Table:    a.table,
 		Blobs:    newBlobOpener(a).open,

@@ -1,0 +1,95 @@
+package natsjs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// TestCreatedRevisionTravelsWithTheJob: the process that records and publishes a job tells the
+// worker's process the record's revision, so the worker's first update needs no read; a
+// write made by anyone in between is never overwritten (the compare-and-set refuses the
+// stale revision and the update reads the record), and a record created in another shape
+// sends no revision.
+func TestCreatedRevisionTravelsWithTheJob(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	open := func() *broker.Backend {
+		b, err := New(ctx, testConn(t, srv), Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	router, worker, other := open(), open(), open()
+	tn := mustTenant("p", "u")
+	submit := func(id string) broker.Job {
+		job := broker.Job{ID: id, Tenant: tn, Instruction: "x", Subject: "s", AcceptedAt: time.Now()}
+		if err := router.Jobs.Create(ctx, broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued}); err != nil {
+			t.Fatal(err)
+		}
+		if err := router.Inbox.Publish(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	untouched, touched := submit("j1"), submit("j2")
+	if _, err := other.Jobs.Update(ctx, touched.ID, func(r *broker.JobRecord) error {
+		r.LastError = "written by another process in between"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := worker.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []broker.Job{untouched, touched} {
+		d, err := q.Next(ctx, 5*time.Second)
+		if err != nil || d.Job().ID != job.ID {
+			t.Fatalf("next: %v", err)
+		}
+		if m := d.(*delivery).m; m.Headers().Get(createdHeader) == "" {
+			t.Errorf("%s delivered without its record's revision", job.ID)
+		}
+		rec, err := worker.Jobs.Update(ctx, job.ID, func(r *broker.JobRecord) error {
+			r.State, r.Attempts = broker.StateRunning, r.Attempts+1
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := other.Jobs.Get(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != broker.StateRunning || got.Attempts != 1 || got.Job.Subject != "s" || got.LastError != rec.LastError {
+			t.Errorf("%s stored as %+v", job.ID, got)
+		}
+		if job.ID == touched.ID && got.LastError == "" {
+			t.Errorf("the worker's update overwrote another process's write")
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A record created in another shape: its publish carries no revision.
+	job := broker.Job{ID: "j3", Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}
+	if err := router.Jobs.Create(ctx, broker.JobRecord{Job: job, State: broker.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if err := router.Inbox.Publish(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Next(ctx, 5*time.Second)
+	if err != nil || d.Job().ID != job.ID {
+		t.Fatalf("next: %v", err)
+	}
+	if h := d.(*delivery).m.Headers().Get(createdHeader); h != "" {
+		t.Errorf("a record not created as queued sent revision %s", h)
+	}
+}
