@@ -85,6 +85,7 @@ type Router struct {
 	lastAsks  map[tenant.ID]time.Time // the reconciler's last claim request per tenant
 	waitSince map[tenant.ID]time.Time // since when an unowned tenant has waited for a worker
 	demand    Demand                  // at the last reconcile pass
+	nudging   chan struct{}           // a slot per nudge under way in the background
 }
 
 // New validates cfg and returns a Router.
@@ -94,7 +95,8 @@ func New(cfg Config) (*Router, error) {
 		return nil, errors.New("router: no backend configured")
 	}
 	return &Router{cfg: cfg, b: cfg.Backend, log: cfg.Logger,
-		unowned: map[tenant.ID]bool{}, lastAsks: map[tenant.ID]time.Time{}, waitSince: map[tenant.ID]time.Time{}}, nil
+		unowned: map[tenant.ID]bool{}, lastAsks: map[tenant.ID]time.Time{}, waitSince: map[tenant.ID]time.Time{},
+		nudging: make(chan struct{}, maxNudging)}, nil
 }
 
 // Request is one instruction to submit.
@@ -181,7 +183,7 @@ func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, err
 		}
 		return rec, enqueueError(err)
 	}
-	r.nudge(ctx, job)
+	r.nudgeSoon(ctx, job)
 	return rec, nil
 }
 
@@ -216,6 +218,32 @@ func (r *Router) abandon(job broker.Job, cause error) {
 		return nil
 	})
 }
+
+// nudgeSoon nudges in the background, so that Submit returns once the job is durable (two
+// writes, not four round trips: the submit rate bounds every end-to-end rate); with
+// maxNudging already under way, it nudges before returning (back-pressure).
+func (r *Router) nudgeSoon(ctx context.Context, job broker.Job) {
+	// Noted at once (a reconcile pass forgets it for a tenant it finds owned): the oldest
+	// wait does not depend on when the nudge runs.
+	r.waiting(job.Tenant, job.AcceptedAt)
+	select {
+	case r.nudging <- struct{}{}:
+		go func() {
+			defer func() { <-r.nudging }()
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nudgeTimeout)
+			defer cancel()
+			r.nudge(ctx, job)
+		}()
+	default:
+		r.nudge(ctx, job)
+	}
+}
+
+// maxNudging bounds nudges in the background; nudgeTimeout bounds each.
+const (
+	maxNudging   = 64
+	nudgeTimeout = 10 * time.Second
+)
 
 // nudge runs after the publish: claim when unowned; when owned and the policy says so,
 // interrupt a running job of the same thread (the owner corrected themselves). A running job

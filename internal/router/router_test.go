@@ -156,3 +156,29 @@ func TestDemandCountsTenantsWithWork(t *testing.T) {
 		}
 	})
 }
+
+// TestSubmitNudgesAfterTheCallerLeft: Submit returns once the job is durable and asks for a
+// claim in the background; a caller that cancels its context as soon as Submit returns (an
+// HTTP request that ended) does not cancel the request for a worker.
+func TestSubmitNudgesAfterTheCallerLeft(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		r, _ := router.New(router.Config{Backend: b})
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := r.Submit(ctx, router.Request{Project: "site", User: "alice", Instruction: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n, err := b.Claims.Waiting(context.Background())
+			if err == nil && n == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("claims waiting %d (%v); want the submitted tenant's", n, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
