@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -17,6 +18,7 @@ func runBench(ctx context.Context, args []string) error {
 	)
 	fs := newFlags("bench", "[flags]")
 	fs.IntVar(&cfg.Samples, "samples", 300, "dispatch samples per mode")
+	fs.IntVar(&cfg.Workers, "workers", 8, "workers per process in the throughput case (it runs two processes)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", 5*time.Second, "lease TTL for the failover case")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "do not fsync every write (compare with the durable default)")
 	fs.StringVar(&only, "only", "", "comma-separated cases to run: dispatch,throughput,failover,fairness (default: these), autoscale (a scaled-time day, ~80s)")
@@ -27,6 +29,9 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	if only != "" {
 		cfg.Only = strings.Split(only, ",")
+	}
+	if cfg.Workers < 1 || cfg.Workers > 256 {
+		return fmt.Errorf("--workers %d: give 1 to 256 workers per process", cfg.Workers)
 	}
 	if profile != "" {
 		f, err := os.Create(profile)

@@ -34,6 +34,8 @@ type Config struct {
 	Samples int
 	// LeaseTTL for the failover case. Default 5s.
 	LeaseTTL time.Duration
+	// Workers per process in the throughput case (two processes). Default 8.
+	Workers int
 	// NoSync relaxes fsync (to compare).
 	NoSync bool
 	// Only runs the named cases (dispatch, throughput, failover, fairness, autoscale); empty =
@@ -50,6 +52,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Samples == 0 {
 		c.Samples = 300
+	}
+	if c.Workers == 0 {
+		c.Workers = 8
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 5 * time.Second

@@ -135,7 +135,7 @@ func waitIdle(ctx context.Context, b *broker.Backend, t tenant.ID) {
 	}
 }
 
-// throughput: tenants × jobs on 8 workers split over this process and a second one, measured
+// throughput: tenants × jobs on Config.Workers workers in this process and as many in a second one, measured
 // two ways: end to end (submitting while the workers run) and drain (all jobs accepted first,
 // then the workers start).
 func throughput(ctx context.Context, cfg Config) error {
@@ -164,7 +164,7 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 		}
 		submitted = time.Since(start)
 	}
-	stop, err := startEight(ctx, cfg, r)
+	stop, err := startTwo(ctx, cfg, r)
 	if err != nil {
 		return err
 	}
@@ -187,8 +187,8 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 		mode = "drain     "
 	}
 	claims, ran := counter("webordinary_claims_total", "acquired")-claimsBefore, counter("webordinary_jobs_total", "")-jobsBefore
-	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, 8 workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s; %.2f claims per job here)\n",
-		tenants, jobs, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds(), claims/max(ran, 1))
+	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, %d workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s; %.2f claims per job here)\n",
+		tenants, jobs, 2*cfg.Workers, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds(), claims/max(ran, 1))
 	return nil
 }
 
@@ -210,19 +210,20 @@ func counter(name, value string) float64 {
 	return sum
 }
 
-// startEight starts 4 workers here and 4 in a second process and waits until all 8 announce.
-func startEight(ctx context.Context, cfg Config, r *rig) (stop func(), err error) {
-	stopLocal, err := r.pool(ctx, worker.Config{Workers: 4, Processor: newStarts(0)})
+// startTwo starts Config.Workers workers here and as many in a second process, and waits
+// until all have announced.
+func startTwo(ctx context.Context, cfg Config, r *rig) (stop func(), err error) {
+	stopLocal, err := r.pool(ctx, worker.Config{Workers: cfg.Workers, Processor: newStarts(0)})
 	if err != nil {
 		return nil, err
 	}
-	child, err := startWorkerProcess(cfg, r, 4, "noop")
+	child, err := startWorkerProcess(cfg, r, cfg.Workers, "noop")
 	if err != nil {
 		stopLocal()
 		return nil, err
 	}
 	stop = func() { stopProcess(child); stopLocal() }
-	if err := waitWorkers(ctx, r.b, 8); err != nil {
+	if err := waitWorkers(ctx, r.b, 2*cfg.Workers); err != nil {
 		stop()
 		return nil, err
 	}
