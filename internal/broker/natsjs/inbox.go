@@ -107,11 +107,46 @@ func (q *queue) reopen(ctx context.Context) error {
 func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
 	sh := in.a.shardOf(t)
 	subj := sh.subject + t.Subject()
+	if n, ok := directPending(ctx, in.a.nc, sh, subj); ok {
+		return n, nil
+	}
 	info, err := sh.Info(ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
 		return 0, ctxErr(ctx, fmt.Errorf("natsjs: pending %s: %w", t, err))
 	}
 	return int(info.State.Subjects[subj]), nil
+}
+
+// directPending counts subj's messages with one direct get (its first message, whose
+// Nats-Num-Pending header says how many follow), served by the stream itself rather than
+// by the server's JetStream API workers (two per core, shared by every consumer create and
+// delete): two of a claim's API requests were these counts. Only on a stream with one
+// replica, whose only server is its leader: a follower may answer a direct get from behind,
+// and a count that misses a job just published would leave it unclaimed (a release reads
+// the count to ask for a claim). ok is false when it cannot tell (a stream without direct
+// gets, set so by an older binary): the caller asks the stream's info.
+func directPending(ctx context.Context, nc *nats.Conn, sh shard, subj string) (n int, ok bool) {
+	if cfg := sh.CachedInfo().Config; !cfg.AllowDirect || cfg.Replicas > 1 {
+		return 0, false
+	}
+	req, _ := json.Marshal(map[string]any{"seq": 1, "next_by_subj": subj, "batch": 1})
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // as the JetStream client's default
+	defer cancel()
+	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+sh.name, req)
+	if err != nil {
+		return 0, false
+	}
+	switch m.Header.Get("Status") {
+	case "404":
+		return 0, true
+	case "":
+		left, err := strconv.Atoi(m.Header.Get("Nats-Num-Pending"))
+		if err != nil || m.Header.Get("Nats-Subject") != subj {
+			return 0, false
+		}
+		return left + 1, true
+	}
+	return 0, false
 }
 
 func (in *inbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {

@@ -194,7 +194,8 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 	for k := range a.inbox {
 		sh := shardNamed(k)
 		cfg := jetstream.StreamConfig{Name: sh.name, Subjects: []string{sh.subject + "*.*"},
-			Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r}
+			Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r,
+			AllowDirect: true} // Pending reads it without the JetStream API (see directPending)
 		if k == 0 {
 			cfg.Metadata = map[string]string{metaShards: strconv.Itoa(a.cfg.InboxShards)}
 		}

@@ -1,0 +1,78 @@
+package natsjs
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// TestPendingCountsWithAndWithoutDirectGets: Pending counts a tenant's messages (waiting and
+// in flight) the same whether it reads them with a direct get or, on a stream whose direct
+// gets an older binary turned off, from the stream's info.
+func TestPendingCountsWithAndWithoutDirectGets(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b, err := New(ctx, nc, Config{InboxShards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := mustTenant("p", "alice")
+	for i := range 3 {
+		job := broker.Job{ID: fmt.Sprint("j", i), Tenant: alice, Instruction: "x", AcceptedAt: time.Now()}
+		if err := b.Inbox.Publish(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := b.Inbox.(*inbox)
+	sh := in.a.shardOf(alice)
+	if n, ok := directPending(ctx, nc, sh, sh.subject+alice.Subject()); !ok || n != 3 {
+		t.Fatalf("direct count %d, %v; want 3 by a direct get", n, ok)
+	}
+	q, err := b.Inbox.Open(ctx, alice, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.Next(ctx, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, want map[string]int) {
+		t.Helper()
+		for tn, id := range map[string]struct{ p, u string }{"alice": {"p", "alice"}, "bob": {"p", "bob"}} {
+			n, err := b.Inbox.Pending(ctx, mustTenant(id.p, id.u))
+			if err != nil || n != want[tn] {
+				t.Errorf("%s: %s pending %d, %v; want %d", when, tn, n, err, want[tn])
+			}
+		}
+	}
+	check("one in flight", map[string]int{"alice": 3, "bob": 0})
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := b.Inbox.Pending(ctx, alice); n != 2 && time.Now().Before(deadline); n, _ = b.Inbox.Pending(ctx, alice) {
+		time.Sleep(10 * time.Millisecond) // the ack is not waited for
+	}
+	check("one acknowledged", map[string]int{"alice": 2, "bob": 0})
+
+	// An older binary's setup turns direct gets off; this process's cached config still
+	// says on: the direct get finds no one to answer, and the count comes from the info.
+	js, _ := jetstream.New(nc)
+	cfg := sh.CachedInfo().Config
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := directPending(ctx, nc, sh, sh.subject+alice.Subject()); ok {
+		t.Fatal("a stream without direct gets answered one")
+	}
+	check("direct gets off", map[string]int{"alice": 2, "bob": 0})
+}
