@@ -56,7 +56,11 @@ func (job Job) WithoutData() Job {
 	}
 	atts := make([]Attachment, len(job.Attachments))
 	for i, a := range job.Attachments {
-		atts[i] = Attachment{Name: a.Name, ContentType: a.ContentType, Size: len(a.Data)}
+		size := len(a.Data)
+		if size == 0 {
+			size = a.Size // already without data: idempotent
+		}
+		atts[i] = Attachment{Name: a.Name, ContentType: a.ContentType, Size: size}
 	}
 	job.Attachments = atts
 	return job

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -86,6 +87,7 @@ type Router struct {
 	waitSince map[tenant.ID]time.Time // since when an unowned tenant has waited for a worker
 	demand    Demand                  // at the last reconcile pass
 	nudging   chan struct{}           // a slot per nudge under way in the background
+	running   atomic.Int32            // Runs under way: nudges go to the background only then
 }
 
 // New validates cfg and returns a Router.
@@ -226,6 +228,10 @@ func (r *Router) nudgeSoon(ctx context.Context, job broker.Job) {
 	// Noted at once (a reconcile pass forgets it for a tenant it finds owned): the oldest
 	// wait does not depend on when the nudge runs.
 	r.waiting(job.Tenant, job.AcceptedAt)
+	if r.running.Load() == 0 { // no Run to wait for it at shutdown
+		r.nudge(ctx, job)
+		return
+	}
 	select {
 	case r.nudging <- struct{}{}:
 		go func() {
@@ -236,6 +242,17 @@ func (r *Router) nudgeSoon(ctx context.Context, job broker.Job) {
 		}()
 	default:
 		r.nudge(ctx, job)
+	}
+}
+
+// waitNudges waits for the nudges under way in the background (Run's end: the backend may
+// close next). Nudges that start meanwhile run inline.
+func (r *Router) waitNudges() {
+	for range maxNudging {
+		r.nudging <- struct{}{}
+	}
+	for range maxNudging {
+		<-r.nudging
 	}
 }
 

@@ -157,13 +157,18 @@ func TestDemandCountsTenantsWithWork(t *testing.T) {
 	})
 }
 
-// TestSubmitNudgesAfterTheCallerLeft: Submit returns once the job is durable and asks for a
-// claim in the background; a caller that cancels its context as soon as Submit returns (an
-// HTTP request that ended) does not cancel the request for a worker.
+// TestSubmitNudgesAfterTheCallerLeft: while the router runs, Submit returns once the job is
+// durable and asks for a claim in the background; a caller that cancels its context as soon
+// as Submit returns (an HTTP request that ended) does not cancel the request for a worker.
 func TestSubmitNudgesAfterTheCallerLeft(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
-		r, _ := router.New(router.Config{Backend: b})
+		r, _ := router.New(router.Config{Backend: b, ReconcileEvery: time.Hour}) // no pass asks for it
+		runCtx, stop := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { _ = r.Run(runCtx); close(ran) }()
+		defer func() { stop(); <-ran }()
+		time.Sleep(200 * time.Millisecond) // Run's first reconcile pass, on nothing, is over
 		ctx, cancel := context.WithCancel(context.Background())
 		if _, err := r.Submit(ctx, router.Request{Project: "site", User: "alice", Instruction: "x"}); err != nil {
 			t.Fatal(err)

@@ -15,11 +15,14 @@ import (
 
 // Run runs the reconciler, the expired-lease watcher and the results consumer until ctx ends.
 func (r *Router) Run(ctx context.Context) error {
+	r.running.Add(1)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.reconcileLoop(ctx) })
 	wg.Go(func() { r.watchExpired(ctx) })
 	wg.Go(func() { r.consumeResults(ctx) })
 	wg.Wait()
+	r.running.Add(-1)
+	r.waitNudges()
 	return nil
 }
 

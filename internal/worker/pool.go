@@ -36,9 +36,11 @@ type avoided struct {
 	until, firstLeft time.Time
 }
 
-// leaveWindow is how long claims are left after the first one: about the engines' default
-// hand-out time (5 s), in which another process takes a claim left to it.
-const leaveWindow = 5 * time.Second
+// leaveWindow is how long claims are left after the first one: longer than the engines'
+// default hand-out time (5 s), so that a claim left unacknowledged, waiting again when its
+// hand-out ends, is left once more (every dispatcher wakes then, this one among them);
+// the one after that, 10 s on, is taken.
+const leaveWindow = 8 * time.Second
 
 func (a *avoidList) add(t tenant.ID, until time.Time) {
 	a.mu.Lock()
@@ -54,7 +56,11 @@ func (a *avoidList) has(t tenant.ID, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	av, ok := a.tenants[t]
-	return ok && now.Before(av.until)
+	if ok && !now.Before(av.until) {
+		delete(a.tenants, t)
+		return false
+	}
+	return ok
 }
 
 // leave reports whether to leave t's claim, handed out now, to another process.
