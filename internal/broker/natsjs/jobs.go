@@ -62,10 +62,15 @@ func (j *jobs) seed(job broker.Job, rev uint64) {
 	if w, ok := j.written[job.ID]; ok && w.rev >= rev {
 		return
 	}
-	if j.written == nil || len(j.written) >= maxWritten {
-		j.written = map[string]writtenRecord{}
+	putBounded(&j.written, job.ID, writtenRecord{data: data, rev: rev})
+}
+
+// putBounded sets m[k] = v; a map at maxWritten starts over first.
+func putBounded[V any](m *map[string]V, k string, v V) {
+	if *m == nil || len(*m) >= maxWritten {
+		*m = map[string]V{}
 	}
-	j.written[job.ID] = writtenRecord{data: data, rev: rev}
+	(*m)[k] = v
 }
 
 type writtenRecord struct {
@@ -73,7 +78,7 @@ type writtenRecord struct {
 	rev  uint64
 }
 
-// maxWritten bounds jobs.written; past it the map starts over.
+// maxWritten bounds jobs.written and jobs.created; past it a map starts over.
 const maxWritten = 4096
 
 func (j *jobs) lastWrite(id string) (writtenRecord, bool) {
@@ -86,14 +91,11 @@ func (j *jobs) lastWrite(id string) (writtenRecord, bool) {
 func (j *jobs) remember(id string, w writtenRecord, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	switch {
-	case !ok:
+	if !ok {
 		delete(j.written, id)
-	case j.written == nil || len(j.written) >= maxWritten:
-		j.written = map[string]writtenRecord{id: w}
-	default:
-		j.written[id] = w
+		return
 	}
+	putBounded(&j.written, id, w)
 }
 
 var _ broker.Jobs = (*jobs)(nil)
@@ -109,10 +111,7 @@ func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	}
 	if err == nil && reflect.DeepEqual(rec, queuedRecord(rec.Job)) {
 		j.mu.Lock()
-		if j.created == nil || len(j.created) >= maxWritten {
-			j.created = map[string]uint64{}
-		}
-		j.created[rec.Job.ID] = rev
+		putBounded(&j.created, rec.Job.ID, rev)
 		j.mu.Unlock()
 	}
 	return ctxErr(ctx, wrap("create record for", rec.Job.ID, err))
