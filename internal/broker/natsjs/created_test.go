@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,8 +54,12 @@ func TestCreatedRevisionTravelsWithTheJob(t *testing.T) {
 		if err != nil || d.Job().ID != job.ID {
 			t.Fatalf("next: %v", err)
 		}
-		if m := d.(*delivery).m; m.Headers().Get(createdHeader) == "" {
+		h := d.(*delivery).m.Headers().Get(createdHeader)
+		if h == "" {
 			t.Errorf("%s delivered without its record's revision", job.ID)
+		}
+		if w, ok := worker.Jobs.(*jobs).lastWrite(job.ID); !ok || fmt.Sprint(w.rev) != h {
+			t.Errorf("%s: the worker's client holds revision %d (%v) for its first update; want the created one, %s", job.ID, w.rev, ok, h)
 		}
 		rec, err := worker.Jobs.Update(ctx, job.ID, func(r *broker.JobRecord) error {
 			r.State, r.Attempts = broker.StateRunning, r.Attempts+1
