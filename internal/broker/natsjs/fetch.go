@@ -14,6 +14,14 @@ import (
 
 // fetchOne pulls one message from c, waiting at most wait (and never past ctx's deadline).
 // It returns broker.ErrNoMessage when nothing came, and ctx.Err() unwrapped when ctx ended.
+//
+// The server's expiry of the pull decides, not a timer here: the client waits for the
+// server's answer (a message, or its "expired" status). A pull the client gave up on by its
+// own clock could still be answered with a message a moment later, by a server whose clock
+// for the pull started later (it got the request late, under load); that message would go
+// to a closed inbox and stay unacknowledged for the consumer's whole AckWait, and with one
+// delivery in flight per tenant, the tenant's queue would stop that long
+// (TestShortWaitsLoseNoDelivery). Only ctx ending cuts the wait short.
 func fetchOne(ctx context.Context, c jetstream.Consumer, wait time.Duration) (jetstream.Msg, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -21,24 +29,30 @@ func fetchOne(ctx context.Context, c jetstream.Consumer, wait time.Duration) (je
 			<-ctx.Done() // the deadline has passed; its timer is about to fire
 			return nil, ctx.Err()
 		}
-		wait = min(wait, left)
+		wait = min(wait, left*9/10) // the server's answer has time to come back
 	}
 	if wait < time.Millisecond {
 		return fetchNoWait(ctx, c)
 	}
-	pctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	m, err := c.Next(jetstream.FetchContext(pctx))
+	batch, err := c.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, ctxErr(ctx, err)
+	}
+	select {
+	case m, ok := <-batch.Messages():
+		if ok {
+			return m, nil
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if err != nil {
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrInvalidOption) {
-			return nil, broker.ErrNoMessage
-		}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, err
 	}
-	return m, nil
+	return nil, broker.ErrNoMessage
 }
 
 func fetchNoWait(ctx context.Context, c jetstream.Consumer) (jetstream.Msg, error) {
