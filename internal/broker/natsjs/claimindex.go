@@ -20,6 +20,9 @@ type claimIndex struct {
 
 	mu      sync.Mutex
 	entries map[string]claimEntry
+	// live holds the keys whose record is not done: the scans (oldest, waiting) walk these
+	// only, not every tenant that ever asked (most records are done).
+	live    map[string]struct{}
 	seen    uint64        // the highest revision received or written
 	changed chan struct{} // closed and replaced on every change
 	// taking holds the keys one of this instance's workers is trying to take: the others
@@ -70,8 +73,8 @@ func watchClaims(js jetstream.JetStream, log *slog.Logger) (*claimIndex, *claimW
 	if err != nil {
 		return nil, nil, err
 	}
-	idx := &claimIndex{ready: make(chan struct{}), entries: map[string]claimEntry{}, changed: make(chan struct{}),
-		taking: map[string]bool{}}
+	idx := &claimIndex{ready: make(chan struct{}), entries: map[string]claimEntry{}, live: map[string]struct{}{},
+		changed: make(chan struct{}), taking: map[string]bool{}}
 	readyOnce := sync.OnceFunc(func() { close(idx.ready) })
 	if s.CachedInfo().State.Msgs == 0 {
 		readyOnce()
@@ -198,7 +201,7 @@ func (idx *claimIndex) set(key string, e claimEntry) {
 	if cur, ok := idx.entries[key]; ok && cur.rev >= e.rev {
 		return
 	}
-	idx.entries[key] = e // a done record stays, so its revision keeps stale updates out
+	idx.put(key, e) // a done record stays, so its revision keeps stale updates out
 	idx.notify()
 }
 
@@ -217,7 +220,7 @@ func (idx *claimIndex) forget(key string, rev uint64) {
 	defer idx.mu.Unlock()
 	if cur, ok := idx.entries[key]; ok && cur.rev == rev {
 		cur.v.Done = true
-		idx.entries[key] = cur
+		idx.put(key, cur)
 	}
 }
 
@@ -231,8 +234,18 @@ func (idx *claimIndex) lastSeen() uint64 {
 func (idx *claimIndex) clear() {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
-	idx.entries, idx.seen = map[string]claimEntry{}, 0
+	idx.entries, idx.live, idx.seen = map[string]claimEntry{}, map[string]struct{}{}, 0
 	idx.notify()
+}
+
+// put stores key's entry and keeps live in step. Lock held.
+func (idx *claimIndex) put(key string, e claimEntry) {
+	idx.entries[key] = e
+	if e.v.Done {
+		delete(idx.live, key)
+	} else {
+		idx.live[key] = struct{}{}
+	}
 }
 
 func (idx *claimIndex) notify() {
@@ -254,9 +267,10 @@ func (idx *claimIndex) changes() <-chan struct{} {
 func (idx *claimIndex) oldest(taker string, now time.Time) (key string, best claimEntry, wake time.Time) {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
-	for k, e := range idx.entries {
+	for k := range idx.live {
+		e := idx.entries[k]
 		switch {
-		case e.v.Done || idx.taking[k]:
+		case idx.taking[k]:
 		case e.v.waiting(now) && e.v.excludes(taker, now):
 			wake = earliest(wake, e.v.WarmUntil)
 		case e.v.waiting(now):
@@ -304,8 +318,8 @@ func (idx *claimIndex) waiting(taker string, now time.Time) int {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	n := 0
-	for _, e := range idx.entries {
-		if e.v.waiting(now) && !e.v.excludes(taker, now) {
+	for k := range idx.live {
+		if e := idx.entries[k]; e.v.waiting(now) && !e.v.excludes(taker, now) {
 			n++
 		}
 	}
