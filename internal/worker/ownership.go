@@ -92,13 +92,14 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 		go o.interrupts(in)
 	}
 	for o.ctx.Err() == nil && shutdown.Err() == nil {
-		others := o.w.pool.waiting.any(o.ctx)
-		if o.shouldRelease(shutdown, others) {
+		o.w.setSpare(o.idle || o.drained)
+		need := o.w.pool.need(o.ctx)
+		if o.shouldRelease(shutdown, need) {
 			return
 		}
 		wait := o.w.cfg.PollWait
-		if others {
-			wait = min(briefWait, wait) // others wait: a tenant with no job at hand is released at once
+		if need > 0 {
+			wait = min(briefWait, wait) // others wait: a tenant with no job at hand is released soon
 		}
 		d, err := q.Next(o.ctx, wait)
 		switch {
@@ -131,9 +132,10 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 	}
 }
 
-// shouldRelease: idle for IdleRelease, or other tenants wait for a worker while this one is
-// idle, drained, or has had its quantum.
-func (o *ownership) shouldRelease(ctx context.Context, others bool) bool {
+// shouldRelease: idle for IdleRelease, or other tenants wait for a worker (need of them beyond
+// this process's idle workers) while this one has had its quantum, or is idle or drained and
+// among the need owners here whose tenants have had nothing to do the longest.
+func (o *ownership) shouldRelease(ctx context.Context, need int64) bool {
 	cfg := o.w.cfg
 	if o.releaseAsked.Load() {
 		metrics.Releases.WithLabelValues("operator").Inc()
@@ -150,7 +152,8 @@ func (o *ownership) shouldRelease(ctx context.Context, others bool) bool {
 		metrics.Releases.WithLabelValues("idle").Inc()
 		return true
 	}
-	if others && (o.idle || o.drained || time.Since(o.claimedAt) >= cfg.Quantum) {
+	spare := o.idle || o.drained
+	if need > 0 && (!spare && time.Since(o.claimedAt) >= cfg.Quantum || spare && o.w.pool.spareTurn(o.w, need)) {
 		o.log.DebugContext(ctx, "releasing early: other tenants are waiting")
 		metrics.Releases.WithLabelValues("early").Inc()
 		return true

@@ -197,14 +197,54 @@ type waitingProbe struct {
 	n       atomic.Int64
 }
 
-func (w *waitingProbe) any(ctx context.Context) bool {
+func (w *waitingProbe) count(ctx context.Context) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if time.Since(w.checked) >= w.every {
+	if w.checked.IsZero() || time.Since(w.checked) >= w.every {
 		if n, err := w.claims.Waiting(ctx); err == nil {
 			w.n.Store(int64(n))
 		}
 		w.checked = time.Now()
 	}
-	return w.n.Load() > 0
+	return w.n.Load()
+}
+
+// invalidate makes the next count ask the backend: a worker here just took a claim, so the
+// count held is one too many.
+func (w *waitingProbe) invalidate() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.checked = time.Time{}
+}
+
+// need is how many claims wait for a worker beyond this process's idle workers, which take
+// waiting claims by themselves: only that many owners here need to hand their tenants back.
+func (p *Pool) need(ctx context.Context) int64 {
+	n := p.waiting.count(ctx)
+	if n == 0 {
+		return 0
+	}
+	for _, w := range p.workers {
+		if st := w.standing(); st.state == "idle" {
+			n--
+		}
+	}
+	return max(n, 0)
+}
+
+// spareTurn reports whether w, whose tenant has nothing to do, is among the need owners here
+// whose tenants have had nothing to do the longest (ties by worker id): they hand theirs
+// back first; a tenant active a moment ago likely has more work coming.
+func (p *Pool) spareTurn(w *Worker, need int64) bool {
+	mine := w.standing()
+	var ahead int64
+	for _, o := range p.workers {
+		if o == w {
+			continue
+		}
+		if st := o.standing(); st.spare && (st.since.Before(mine.since) || st.since.Equal(mine.since) && o.id < w.id) {
+			ahead++
+		}
+	}
+	return ahead < need
 }

@@ -699,3 +699,34 @@ func TestAvoidedClaimIsLeftWhileAskedAgain(t *testing.T) {
 		doneByFlaky(t, f, rec)
 	})
 }
+
+// TestLeastRecentlyActiveTenantIsHandedBack: with a claim waiting and no idle worker, only
+// as many owners hand their drained tenants back as claims wait, least recently active
+// first; the tenant that just ran a job keeps its owner, and its next job needs no claim.
+// (Every owner of a drained tenant used to hand it back whenever any claim was waiting.)
+func TestLeastRecentlyActiveTenantIsHandedBack(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		f.pool(worker.Config{Workers: 2, IdleRelease: time.Hour, Processor: worker.ProcessorFunc(
+			func(context.Context, worker.Task) (worker.Outcome, error) { return worker.Outcome{Summary: "ok"}, nil })})
+		run := func(user, instruction string) broker.JobRecord {
+			return f.wait(f.submit("site", user, instruction).Job.ID, 20*time.Second)
+		}
+		a1 := run("active", "1")
+		b := run("quiet", "1") // the other worker takes it: both workers now own a drained tenant
+		a2 := run("active", "2")
+		c := run("newcomer", "1") // waits for a worker: one owner must hand its tenant back
+		a3 := run("active", "3")
+		if a1.Result.LeaseToken != a2.Result.LeaseToken || a2.Result.LeaseToken != a3.Result.LeaseToken {
+			t.Fatalf("the tenant active last was handed back for the newcomer: its jobs ran under leases %d, %d and %d",
+				a1.Result.LeaseToken, a2.Result.LeaseToken, a3.Result.LeaseToken)
+		}
+		if c.Result.Worker != b.Result.Worker {
+			t.Fatalf("the newcomer ran on %s; want %s, the owner of the least recently active tenant", c.Result.Worker, b.Result.Worker)
+		}
+		eventually(t, 5*time.Second, "the quiet tenant to be handed back", func() bool {
+			_, err := f.b.Leases.Get(f.ctx, tenant.ID{Project: "site", User: "quiet"})
+			return errors.Is(err, broker.ErrNotFound)
+		})
+	})
+}

@@ -22,6 +22,7 @@ type Worker struct {
 	lease     broker.Lease
 	job       string
 	idleSince time.Time // when it last stopped running a job (zero while it runs one)
+	spare     bool      // owns a tenant with nothing to do (drained or idle)
 }
 
 func (w *Worker) info() broker.WorkerInfo {
@@ -44,6 +45,30 @@ func (w *Worker) set(state string, lease broker.Lease, job string) {
 		w.idleSince = time.Now()
 	}
 	w.state, w.lease, w.job = state, lease, job
+	if state != "owning" {
+		w.spare = false
+	}
+}
+
+// setSpare records whether the tenant this worker owns has nothing to do.
+func (w *Worker) setSpare(spare bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.spare = spare
+}
+
+// standing is what the pool weighs when claims wait: the worker's state, whether its tenant
+// has nothing to do, and since when it has run no job.
+type standing struct {
+	state string
+	spare bool
+	since time.Time
+}
+
+func (w *Worker) standing() standing {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return standing{state: w.state, spare: w.spare, since: w.idleSince}
 }
 
 // idleFor is how long the worker has run no job (0 while it runs one). Owning a tenant that
@@ -64,6 +89,7 @@ func (w *Worker) run(ctx context.Context) {
 	w.set("idle", broker.Lease{}, "")
 	for ctx.Err() == nil {
 		c, err := w.cfg.Backend.Claims.Next(ctx)
+		w.pool.waiting.invalidate() // one fewer waits now
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log().ErrorContext(ctx, "receive claim", slog.Any("err", err))

@@ -225,6 +225,7 @@ func (c *claims) answer(ctx context.Context, handle string) (broker.Claim, error
 		if err != nil {
 			return nil, fmt.Errorf("awsq: next claim: %w", err)
 		}
+		c.counted(recs, now, 1)
 		return &claim{a: c.a, rec: taken, handle: handle}, nil
 	}
 }
@@ -261,6 +262,21 @@ func (c *claims) outstanding(ctx context.Context) ([]claimRecord, error) {
 		return 1
 	})
 	return recs, nil
+}
+
+// counted refreshes the cached Waiting answer from recs, a scan just made, less the ones
+// this client took since: a pool asks Waiting right after taking a claim (is anyone else
+// waiting?), and an answer from before the take would count it.
+func (c *claims) counted(recs []claimRecord, now int64, took int) {
+	n := 0
+	for _, r := range recs {
+		if r.waiting(now) {
+			n++
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiting, c.asked = max(n-took, 0), time.Now()
 }
 
 // Waiting counts the waiting requests with a consistent scan, reused for WaitingCache: the
