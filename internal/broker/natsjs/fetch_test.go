@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,16 +33,11 @@ func TestShortWaitsLoseNoDelivery(t *testing.T) {
 	}
 	// Busy goroutines make the engine late to answer, as on a loaded machine: the race is
 	// between the client's end of the wait and a delivery the server makes at its own end.
-	stop := make(chan struct{})
-	defer close(stop)
+	var stop atomic.Bool
+	defer stop.Store(true)
 	for range 2 * runtime.GOMAXPROCS(0) {
 		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stop.Load() { // spin
 			}
 		}()
 	}
