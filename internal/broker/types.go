@@ -49,6 +49,13 @@ type Attachment struct {
 	Data []byte `json:"data,omitempty"`
 }
 
+// QueuedRecord is the record of job as accepted: queued, without its attachments' contents.
+// The router creates it, a worker recreates it when records were lost, and natsjs recognises
+// it (a record created exactly so lets the worker's first update skip a read).
+func QueuedRecord(job Job) JobRecord {
+	return JobRecord{Job: job.WithoutData(), State: StateQueued}
+}
+
 // WithoutData returns job with its attachments' contents left out (for records).
 func (job Job) WithoutData() Job {
 	if len(job.Attachments) == 0 {

@@ -171,7 +171,7 @@ func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, err
 	if err != nil {
 		return broker.JobRecord{}, err
 	}
-	rec := broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued}
+	rec := broker.QueuedRecord(job)
 	err = r.b.Jobs.Create(ctx, rec)
 	if errors.Is(err, broker.ErrExists) && req.JobID != "" {
 		return r.resubmit(ctx, job)

@@ -77,7 +77,7 @@ func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 	}
 	rec, err := o.b.Jobs.Update(o.ctx, job.ID, mark)
 	if errors.Is(err, broker.ErrNotFound) {
-		err = o.b.Jobs.Create(o.ctx, broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued})
+		err = o.b.Jobs.Create(o.ctx, broker.QueuedRecord(job))
 		if err == nil || errors.Is(err, broker.ErrExists) {
 			rec, err = o.b.Jobs.Update(o.ctx, job.ID, mark)
 		}

@@ -30,7 +30,7 @@ func TestCreatedRevisionTravelsWithTheJob(t *testing.T) {
 	tn := mustTenant("p", "u")
 	submit := func(id string) broker.Job {
 		job := broker.Job{ID: id, Tenant: tn, Instruction: "x", Subject: "s", AcceptedAt: time.Now()}
-		if err := router.Jobs.Create(ctx, broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued}); err != nil {
+		if err := router.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
 			t.Fatal(err)
 		}
 		if err := router.Inbox.Publish(ctx, job); err != nil {

@@ -32,15 +32,9 @@ type jobs struct {
 }
 
 // createdHeader on a job's message is the revision at which its record was created (as
-// queuedRecord): a worker's first compare-and-set can start from it, and fails (then
+// broker.QueuedRecord): a worker's first compare-and-set can start from it, and fails (then
 // reads) if anyone wrote the record since.
 const createdHeader = "Wo-Record-Created"
-
-// queuedRecord is the record the router creates for job: what a record at its created
-// revision holds.
-func queuedRecord(job broker.Job) broker.JobRecord {
-	return broker.JobRecord{Job: job.WithoutData(), State: broker.StateQueued}
-}
 
 // takeCreated returns (and forgets) the revision at which this client created id's record.
 func (j *jobs) takeCreated(id string) (uint64, bool) {
@@ -53,7 +47,7 @@ func (j *jobs) takeCreated(id string) (uint64, bool) {
 
 // seed remembers a record created elsewhere at rev, unless this client wrote it since.
 func (j *jobs) seed(job broker.Job, rev uint64) {
-	data, err := json.Marshal(queuedRecord(job))
+	data, err := json.Marshal(broker.QueuedRecord(job))
 	if err != nil {
 		return
 	}
@@ -109,7 +103,7 @@ func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
 		return broker.ErrExists
 	}
-	if err == nil && reflect.DeepEqual(rec, queuedRecord(rec.Job)) {
+	if err == nil && reflect.DeepEqual(rec, broker.QueuedRecord(rec.Job)) {
 		j.mu.Lock()
 		putBounded(&j.created, rec.Job.ID, rev)
 		j.mu.Unlock()
