@@ -89,10 +89,7 @@ func twoProcesses(t *testing.T) (context.Context, *broker.Backend, *broker.Backe
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	open := func() *broker.Backend {
-		b, err := New(ctx, testConn(t, srv), Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := testBackend(t, ctx, testConn(t, srv), Config{})
 		t.Cleanup(func() { _ = b.Close() })
 		return b
 	}

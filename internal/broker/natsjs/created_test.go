@@ -20,11 +20,7 @@ func TestCreatedRevisionTravelsWithTheJob(t *testing.T) {
 	defer cancel()
 	srv := testServer(t)
 	open := func() *broker.Backend {
-		b, err := New(ctx, testConn(t, srv), Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return testBackend(t, ctx, testConn(t, srv), Config{})
 	}
 	router, worker, other := open(), open(), open()
 	tn := mustTenant("p", "u")

@@ -23,14 +23,8 @@ func TestShortWaitsLoseNoDelivery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv := testServer(t)
-	router, err := New(ctx, testConn(t, srv), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker, err := New(ctx, testConn(t, srv), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	router := testBackend(t, ctx, testConn(t, srv), Config{})
+	worker := testBackend(t, ctx, testConn(t, srv), Config{})
 	// Busy goroutines make the engine late to answer, as on a loaded machine: the race is
 	// between the client's end of the wait and a delivery the server makes at its own end.
 	var stop atomic.Bool

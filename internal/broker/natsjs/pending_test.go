@@ -21,10 +21,7 @@ func TestPendingCountsWithAndWithoutDirectGets(t *testing.T) {
 	defer cancel()
 	srv := testServer(t)
 	nc := testConn(t, srv)
-	b, err := New(ctx, nc, Config{InboxShards: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
 	alice := mustTenant("p", "alice")
 	for i := range 3 {
 		job := broker.Job{ID: fmt.Sprint("j", i), Tenant: alice, Instruction: "x", AcceptedAt: time.Now()}

@@ -24,11 +24,7 @@ func TestShardsAreTheDeploymentsNotTheProcesses(t *testing.T) {
 	defer cancel()
 	srv := testServer(t)
 	open := func(shards int) *broker.Backend {
-		b, err := New(ctx, testConn(t, srv), Config{InboxShards: shards})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return testBackend(t, ctx, testConn(t, srv), Config{InboxShards: shards})
 	}
 	first, second := open(3), open(5)
 	if got := streamsOf(t, ctx, srv); fmt.Sprint(got) != "[WO_IN WO_IN_1 WO_IN_2]" {
@@ -87,10 +83,7 @@ func TestADeploymentBeforeShardsKeepsOneStream(t *testing.T) {
 	if _, err := js.Publish(ctx, subjInbox+old.Subject(), []byte(`{"id":"old","tenant":"p/queued-before-the-upgrade","instruction":"x"}`)); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(ctx, nc, Config{InboxShards: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testBackend(t, ctx, nc, Config{InboxShards: 4})
 	if got := streamsOf(t, ctx, srv); fmt.Sprint(got) != "[WO_IN]" {
 		t.Fatalf("inbox streams %v; want WO_IN alone", got)
 	}
@@ -123,6 +116,16 @@ func testConn(t *testing.T, srv *server.Server) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// testBackend opens a backend on nc with cfg.
+func testBackend(t *testing.T, ctx context.Context, nc *nats.Conn, cfg Config) *broker.Backend {
+	t.Helper()
+	b, err := New(ctx, nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func mustTenant(p, u string) tenant.ID {
@@ -160,10 +163,7 @@ func TestALostShardRecordIsRebuiltFromTheShards(t *testing.T) {
 	defer cancel()
 	srv := testServer(t)
 	nc := testConn(t, srv)
-	first, err := New(ctx, nc, Config{InboxShards: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := testBackend(t, ctx, nc, Config{InboxShards: 4})
 	var tid tenant.ID
 	for i := 0; ; i++ { // a tenant outside WO_IN
 		tid = mustTenant("p", fmt.Sprint("u", i))
@@ -179,10 +179,7 @@ func TestALostShardRecordIsRebuiltFromTheShards(t *testing.T) {
 		Retention: jetstream.WorkQueuePolicy, Duplicates: 2 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	second, err := New(ctx, nc, Config{InboxShards: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := testBackend(t, ctx, nc, Config{InboxShards: 1})
 	if n, err := second.Inbox.Pending(ctx, tid); err != nil || n != 1 {
 		t.Fatalf("after the record was lost, the job of %s: pending %d, %v; want 1", tid, n, err)
 	}
