@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -186,15 +185,15 @@ func (p *Pool) leave() {
 	}
 }
 
-// waitingProbe answers "are claim requests waiting for a worker?" for all workers of a
-// process, asking the backend at most once per period.
+// waitingProbe answers "how many claim requests wait for a worker?" for all workers of a
+// process, asking the backend at most once per period (and again after a claim taken here).
 type waitingProbe struct {
 	claims broker.Claims
 	every  time.Duration
 
 	mu      sync.Mutex
 	checked time.Time
-	n       atomic.Int64
+	n       int64 // the last answer
 }
 
 func (w *waitingProbe) count(ctx context.Context) int64 {
@@ -202,11 +201,11 @@ func (w *waitingProbe) count(ctx context.Context) int64 {
 	defer w.mu.Unlock()
 	if w.checked.IsZero() || time.Since(w.checked) >= w.every {
 		if n, err := w.claims.Waiting(ctx); err == nil {
-			w.n.Store(int64(n))
+			w.n = int64(n)
 		}
 		w.checked = time.Now()
 	}
-	return w.n.Load()
+	return w.n
 }
 
 // invalidate makes the next count ask the backend: a worker here just took a claim, so the
