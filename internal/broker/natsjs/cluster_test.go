@@ -74,6 +74,12 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 		}
 	}
 	run(members[0], members[2], "first")
+	// A consumer made through one member and read at once through another: the read must
+	// not fail while the cluster is still telling its servers where the consumer lives
+	// (a pull answered "no responders" a moment after the consumer was made).
+	for i := range 9 {
+		run(members[i%3], members[(i+1)%3], fmt.Sprintf("fresh%d", i))
+	}
 	if err := members[0].Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,10 @@ import (
 // to a closed inbox and stay unacknowledged for the consumer's whole AckWait, and with one
 // delivery in flight per tenant, the tenant's queue would stop that long
 // (TestShortWaitsLoseNoDelivery). Only ctx ending cuts the wait short.
+//
+// A pull answered "no responders" (a consumer that no server here can reach yet: one just
+// made on a cluster, or one whose leader was lost) is pulled again, backing off, while the
+// wait lasts; nats.ErrNoResponders is returned only when it is still the answer at the end.
 func fetchOne(ctx context.Context, c jetstream.Consumer, wait time.Duration) (jetstream.Msg, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -31,6 +35,25 @@ func fetchOne(ctx context.Context, c jetstream.Consumer, wait time.Duration) (je
 		}
 		wait = min(wait, left*9/10) // the server's answer has time to come back
 	}
+	end := time.Now().Add(wait)
+	for backoff := 5 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
+		m, err := fetchUntil(ctx, c, wait)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Until(end) < backoff+time.Millisecond {
+			return m, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = time.Until(end)
+	}
+}
+
+// fetchUntil is one pull of fetchOne's.
+func fetchUntil(ctx context.Context, c jetstream.Consumer, wait time.Duration) (jetstream.Msg, error) {
 	if wait < time.Millisecond {
 		return fetchNoWait(ctx, c)
 	}

@@ -80,7 +80,7 @@ func (q *queue) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	q.c = c
+	q.c, q.opened = c, time.Now()
 	return nil
 }
 
@@ -100,7 +100,7 @@ func (q *queue) reopen(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	q.c = c
+	q.c, q.opened = c, time.Now()
 	return nil
 }
 
@@ -241,7 +241,13 @@ type queue struct {
 	s   jetstream.Stream // the tenant's shard
 	cfg jetstream.ConsumerConfig
 	c   jetstream.Consumer
+	// opened is when c was made: a consumer younger than reachableWithin that no server
+	// answers for is not replaced (TestAPullWaitsForAConsumerNotYetReachable).
+	opened time.Time
 }
+
+// reachableWithin is how long a new consumer may take to be reachable from every server.
+const reachableWithin = 2 * time.Second
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
 	m, err := fetchOne(ctx, q.c, wait)
@@ -253,6 +259,9 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 		if oerr := q.open(ctx); oerr != nil {
 			err = errors.Join(err, oerr)
 		}
+	case errors.Is(err, nats.ErrNoResponders) && time.Since(q.opened) < reachableWithin:
+		// Made a moment ago: the cluster has not yet told every server where it lives.
+		err = broker.ErrNoMessage
 	case errors.Is(err, nats.ErrNoResponders):
 		// No leader for the consumer (a cluster lost a node): a new consumer is placed on the
 		// servers that are up, rather than waiting out its election.
