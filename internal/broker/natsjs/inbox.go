@@ -247,7 +247,7 @@ type queue struct {
 }
 
 // reachableWithin is how long a new consumer may take to be reachable from every server.
-const reachableWithin = 2 * time.Second
+const reachableWithin = 10 * time.Second
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
 	m, err := fetchOne(ctx, q.c, wait)
