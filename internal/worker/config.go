@@ -16,6 +16,7 @@ const (
 	DefaultIdleRelease   = 30 * time.Minute
 	DefaultQuantum       = 500 * time.Millisecond
 	DefaultPollWait      = 100 * time.Millisecond
+	DefaultOpenRetryFor  = 12 * time.Second
 	DefaultMaxAttempts   = 3
 	DefaultShutdownGrace = 10 * time.Second
 	// DefaultWarmFor is like Temporal's sticky queue: its schedule-to-start fallback is 5s.
@@ -62,6 +63,10 @@ type Config struct {
 	// queued looks again this often whether other tenants wait for a worker (and releases to
 	// them). A job published during the wait is delivered at once. Default 100ms.
 	PollWait time.Duration
+	// OpenRetryFor is how long an owner tries again to open its tenant's queue before it
+	// gives the tenant up to another process: a cluster that lost a node answers nothing
+	// until it has elected new leaders (up to about 9 s). Default 12s.
+	OpenRetryFor time.Duration
 	// IdleExit ends Run (with ErrIdleExit, after the usual graceful shutdown) once no worker
 	// of the process has run a job for this long (owning a tenant with nothing queued counts
 	// as idle): the platform's scaler may then scale to zero. 0: never.
@@ -92,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollWait == 0 {
 		c.PollWait = DefaultPollWait
+	}
+	if c.OpenRetryFor == 0 {
+		c.OpenRetryFor = DefaultOpenRetryFor
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts

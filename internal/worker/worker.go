@@ -9,6 +9,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // Worker is one generic worker: it serves one tenant at a time.
@@ -149,11 +150,11 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 		metrics.Claims.WithLabelValues("no_work").Inc()
 		return
 	}
-	lease, err := b.Leases.Acquire(ctx, t, w.id, w.cfg.LeaseTTL)
+	lease, err := w.acquire(ctx, t)
 	if err != nil && !errors.Is(err, broker.ErrLeaseHeld) {
 		// Not acknowledged: the request is handed out again after its hand-out time, when
-		// the engine may answer again (a cluster electing a leader). Acknowledged, it would
-		// be gone, and the reconciler asks again only after RepeatClaimAfter.
+		// the engine may answer again. Acknowledged, it would be gone, and the reconciler
+		// asks again only after RepeatClaimAfter.
 		metrics.Claims.WithLabelValues("error").Inc()
 		log.ErrorContext(ctx, "acquire lease", slog.Any("err", err))
 		return
@@ -173,6 +174,36 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	log.DebugContext(shutdown, "claimed", slog.Uint64("token", lease.Token))
 	newOwnership(w, lease).run(shutdown)
 }
+
+// acquire takes t's lease, asking again while the engine does not answer (a cluster that
+// lost a node electing the leases' leader: "no response from stream") until ctx ends, each
+// try bounded by leaseAttempt. A request that took the lease though its answer was lost
+// leaves the lease held by this worker, which no one else can take until it expires: a
+// later try finds it so, and it is adopted (TestALeaseTakenWithoutAnAnswerIsAdopted).
+func (w *Worker) acquire(ctx context.Context, t tenant.ID) (broker.Lease, error) {
+	b := w.cfg.Backend
+	for try, backoff := 1, 100*time.Millisecond; ; try, backoff = try+1, min(2*backoff, time.Second) {
+		actx, cancel := context.WithTimeout(ctx, leaseAttempt)
+		lease, err := b.Leases.Acquire(actx, t, w.id, w.cfg.LeaseTTL)
+		cancel()
+		if errors.Is(err, broker.ErrLeaseHeld) && try > 1 {
+			if l, gerr := b.Leases.Get(ctx, t); gerr == nil && l.Owner == w.id {
+				return l, nil // this worker serves one tenure at a time: no other uses this lease
+			}
+		}
+		if err == nil || errors.Is(err, broker.ErrLeaseHeld) || ctx.Err() != nil {
+			return lease, err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < backoff+leaseAttempt/4 {
+			return lease, err
+		}
+		w.log().WarnContext(ctx, "acquire lease; asking again", slog.String("tenant", t.String()), slog.Any("err", err))
+		sleep(ctx, backoff)
+	}
+}
+
+// leaseAttempt bounds one try of acquire's.
+const leaseAttempt = 2 * time.Second
 
 // claimDecision bounds deciding on one claim (pending count, lease, acknowledgement).
 const claimDecision = 10 * time.Second
