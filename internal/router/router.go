@@ -238,7 +238,7 @@ func (r *Router) nudgeSoon(ctx context.Context, job broker.Job) {
 			defer func() { <-r.nudging }()
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nudgeTimeout)
 			defer cancel()
-			r.nudge(ctx, job)
+			r.nudgeUntil(ctx, job)
 		}()
 	default:
 		r.nudge(ctx, job)
@@ -256,11 +256,38 @@ func (r *Router) waitNudges() {
 	}
 }
 
-// maxNudging bounds nudges in the background; nudgeTimeout bounds each.
+// maxNudging bounds nudges in the background; nudgeTimeout bounds each, with its tries
+// (long enough for a cluster's election, up to about 9 s), and nudgeAttempt each try.
 const (
 	maxNudging   = 64
-	nudgeTimeout = 10 * time.Second
+	nudgeTimeout = 15 * time.Second
+	nudgeAttempt = 2 * time.Second
 )
+
+// nudgeUntil nudges, asking again while the engine does not answer (a cluster electing a
+// leader after losing a node) until ctx ends, each try bounded by nudgeAttempt: the
+// reconciler would follow up only after two passes, and fails its pass while any shard of
+// the inbox does not answer (TestANudgeAsksAgainWhileTheEngineDoesNot).
+func (r *Router) nudgeUntil(ctx context.Context, job broker.Job) {
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		actx, cancel := context.WithTimeout(ctx, nudgeAttempt)
+		err := r.tryNudge(actx, job)
+		cancel()
+		if err == nil {
+			return
+		}
+		// Not past Run's end (shutdown waits for the nudges under way): the next start's
+		// first reconcile pass asks for every unowned tenant with pending jobs.
+		if dl, _ := ctx.Deadline(); ctx.Err() != nil || time.Until(dl) < backoff+nudgeAttempt/4 || r.running.Load() == 0 {
+			r.nudgeFailed(ctx, job, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+}
 
 // nudge runs after the publish: claim when unowned; when owned and the policy says so,
 // interrupt a running job of the same thread (the owner corrected themselves). A running job
@@ -268,20 +295,28 @@ const (
 // interrupt: they wait for the edit in progress.
 // Failures here are logged, not returned: the job is accepted and the reconciler covers them.
 func (r *Router) nudge(ctx context.Context, job broker.Job) {
+	if err := r.tryNudge(ctx, job); err != nil {
+		r.nudgeFailed(ctx, job, err)
+	}
+}
+
+func (r *Router) tryNudge(ctx context.Context, job broker.Job) error {
 	t := job.Tenant
 	_, err := r.b.Leases.Get(ctx, t)
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
 		r.waiting(t, job.AcceptedAt)
-		err = r.b.Claims.Request(ctx, t, job.AcceptedAt)
+		return r.b.Claims.Request(ctx, t, job.AcceptedAt)
 	case err == nil && job.Action == broker.ActionEdit && r.cfg.Policy(ctx, t) == PolicyInterrupt:
-		err = r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread,
+		return r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread,
 			Reason: "a newer instruction on the same thread (" + job.ID + ")"})
 	}
-	if err != nil {
-		r.log.WarnContext(ctx, "after enqueue; the reconciler will follow up",
-			slog.String("tenant", t.String()), slog.String("job", job.ID), slog.Any("err", err))
-	}
+	return err
+}
+
+func (r *Router) nudgeFailed(ctx context.Context, job broker.Job, err error) {
+	r.log.WarnContext(ctx, "after enqueue; the reconciler will follow up",
+		slog.String("tenant", job.Tenant.String()), slog.String("job", job.ID), slog.Any("err", err))
 }
 
 // Release asks t's owner to release it after its running job, if any.

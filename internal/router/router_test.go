@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +183,53 @@ func TestSubmitNudgesAfterTheCallerLeft(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("claims waiting %d (%v); want the submitted tenant's", n, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// claimsFailFirst refuses the first n claim requests, as a cluster electing the claims'
+// leader after losing a node does.
+type claimsFailFirst struct {
+	broker.Claims
+	left *atomic.Int32
+}
+
+func (c claimsFailFirst) Request(ctx context.Context, t tenant.ID, since time.Time) error {
+	if c.left.Add(-1) >= 0 {
+		return errors.New("nats: no response from stream")
+	}
+	return c.Claims.Request(ctx, t, since)
+}
+
+// TestANudgeAsksAgainWhileTheEngineDoesNot: a claim request the engine does not answer
+// (a cluster electing a leader) is asked again in the background, not left to the
+// reconciler (which waits for two passes, and fails its whole pass while a shard of the
+// inbox does not answer: 9 s after the kill in TestServesFormAnEmbeddedCluster).
+func TestANudgeAsksAgainWhileTheEngineDoesNot(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		failing := *b
+		failing.Claims = claimsFailFirst{b.Claims, new(atomic.Int32)}
+		failing.Claims.(claimsFailFirst).left.Store(3)
+		r, _ := router.New(router.Config{Backend: &failing, ReconcileEvery: time.Hour}) // no pass asks for it
+		runCtx, stop := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { _ = r.Run(runCtx); close(ran) }()
+		defer func() { stop(); <-ran }()
+		time.Sleep(200 * time.Millisecond) // Run's first reconcile pass, on nothing, is over
+		if _, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			n, err := b.Claims.Waiting(context.Background())
+			if err == nil && n == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("claims waiting %d (%v); want the submitted tenant's, asked again after 3 failures", n, err)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
