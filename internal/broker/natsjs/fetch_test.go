@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,5 +111,46 @@ func TestAPullWaitsForAConsumerNotYetReachable(t *testing.T) {
 	}
 	if d.Job().ID != "j" {
 		t.Fatalf("got %s", d.Job().ID)
+	}
+}
+
+// TestAConsumerLeftBehindIsNotYoung: a queue opened on a consumer a previous owner made
+// dates it from its making, not from this Open, so one that no server answers for (a
+// consumer left without a leader) is replaced at once rather than waited for as if new.
+func TestAConsumerLeftBehindIsNotYoung(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	b := testBackend(t, ctx, testConn(t, srv), Config{})
+	tn := mustTenant("p", "u")
+	first, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	second, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, c := first.(*queue).opened, second.(*queue).opened
+	if !a.Equal(c) {
+		t.Fatalf("the consumer's second Open dates it %s, the first %s: want its making, once", c, a)
+	}
+	// Left long ago, and then gone: the pull is answered "no responders" and the queue's
+	// consumer is replaced, after which it delivers.
+	q := second.(*queue)
+	q.opened = time.Now().Add(-time.Minute)
+	if err := q.s.DeleteConsumer(ctx, q.cfg.Durable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Next(ctx, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "consumer replaced") {
+		t.Fatalf("a pull on an old consumer no server answers for: %v, want it replaced", err)
+	}
+	if err := b.Inbox.Publish(ctx, broker.Job{ID: "j", Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := q.Next(ctx, 5*time.Second); err != nil || d.Job().ID != "j" {
+		t.Fatalf("after the replacement: %v", err)
 	}
 }

@@ -80,7 +80,7 @@ func (q *queue) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	q.c, q.opened = c, time.Now()
+	q.c, q.opened = c, createdAt(c)
 	return nil
 }
 
@@ -100,7 +100,7 @@ func (q *queue) reopen(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	q.c, q.opened = c, time.Now()
+	q.c, q.opened = c, createdAt(c)
 	return nil
 }
 
@@ -241,13 +241,25 @@ type queue struct {
 	s   jetstream.Stream // the tenant's shard
 	cfg jetstream.ConsumerConfig
 	c   jetstream.Consumer
-	// opened is when c was made: a consumer younger than reachableWithin that no server
-	// answers for is not replaced (TestAPullWaitsForAConsumerNotYetReachable).
+	// opened is when c was made (by anyone: Open finds a consumer a previous owner left):
+	// a consumer younger than reachableWithin that no server answers for is not replaced
+	// (TestAPullWaitsForAConsumerNotYetReachable); an older one is.
 	opened time.Time
 }
 
-// reachableWithin is how long a new consumer may take to be reachable from every server.
+// reachableWithin is how long a new consumer may take to be reachable from every server:
+// on a cluster that lost a node, a new consumer may wait out a whole election (up to 9 s).
+// One replaced sooner started another wait (a job done 28 s after the kill).
 const reachableWithin = 10 * time.Second
+
+// createdAt is when c was made, as its server says; now when it does not say (or says later).
+func createdAt(c jetstream.Consumer) time.Time {
+	now := time.Now()
+	if at := c.CachedInfo().Created; !at.IsZero() && at.Before(now) {
+		return at
+	}
+	return now
+}
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
 	m, err := fetchOne(ctx, q.c, wait)
