@@ -217,7 +217,7 @@ func startTwo(ctx context.Context, cfg Config, r *rig) (stop func(), err error) 
 	if err != nil {
 		return nil, err
 	}
-	child, err := startWorkerProcess(cfg, r, cfg.Workers, "noop")
+	child, err := startWorkerProcess(cfg, r, cfg.Workers, "noop", 0) // the default lease, as the pool here
 	if err != nil {
 		stopLocal()
 		return nil, err
@@ -251,9 +251,13 @@ func submitAll(ctx context.Context, r *rig, tenants, jobs int) error {
 	return <-errs
 }
 
-func startWorkerProcess(cfg Config, r *rig, workers int, agent string) (*exec.Cmd, error) {
-	args := []string{"worker", "--nats", r.url, "--workers", fmt.Sprint(workers), "--processor", "noop",
-		"--lease-ttl", cfg.LeaseTTL.String(), "--log-level", "error"}
+// startWorkerProcess starts a worker process with workers workers and the given lease TTL
+// (0: the default).
+func startWorkerProcess(cfg Config, r *rig, workers int, agent string, lease time.Duration) (*exec.Cmd, error) {
+	args := []string{"worker", "--nats", r.url, "--workers", fmt.Sprint(workers), "--processor", "noop", "--log-level", "error"}
+	if lease > 0 {
+		args = append(args, "--lease-ttl", lease.String())
+	}
 	if agent != "noop" {
 		args = append(args, "--agent-command", agent, "--processor", "command")
 	}
@@ -300,7 +304,7 @@ func failover(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer r.close()
-	child, err := startWorkerProcess(cfg, r, 1, "sleep 600")
+	child, err := startWorkerProcess(cfg, r, 1, "sleep 600", cfg.LeaseTTL)
 	if err != nil {
 		return err
 	}
