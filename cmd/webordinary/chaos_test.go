@@ -128,6 +128,10 @@ func (c *cluster) killAtRandom(t *testing.T) (stop func() int) {
 					workers = append(workers, i)
 				}
 			}
+			if len(workers) == 0 { // the test is ending: stopAll killed them
+				c.mu.Unlock()
+				continue
+			}
 			victim := c.procs[workers[rand.IntN(len(workers))]]
 			c.mu.Unlock()
 			_ = victim.Process.Kill()

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -27,10 +28,11 @@ type Emulator struct {
 	// URL is its endpoint, http://127.0.0.1:PORT.
 	URL string
 
-	cmd    *exec.Cmd
-	out    *tail
-	stop   []func()
-	exited chan struct{}
+	cmd      *exec.Cmd
+	out      *tail
+	stop     []func()
+	exited   chan struct{}
+	stopping atomic.Bool // Stop was called: its exit is expected
 }
 
 // Stop kills the process by its pid and waits for it. Idempotent.
@@ -42,6 +44,7 @@ func (e *Emulator) Stop() {
 		f()
 	}
 	e.stop = nil
+	e.stopping.Store(true)
 	_ = e.cmd.Process.Kill()
 	<-e.exited
 }
@@ -111,8 +114,11 @@ func launch(name string, cmd *exec.Cmd) (*Emulator, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		_ = pw.Close()
+		if !e.stopping.Load() { // tests that use it fail next: say why
+			fmt.Fprintf(os.Stderr, "awstest: %s (pid %d) exited on its own: %v; its last output:\n%s\n", name, cmd.Process.Pid, err, e.out.String())
+		}
 		close(e.exited)
 	}()
 	return e, nil
