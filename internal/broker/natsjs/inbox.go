@@ -253,6 +253,8 @@ type queue struct {
 const reachableWithin = 10 * time.Second
 
 // createdAt is when c was made, as its server says; now when it does not say (or says later).
+// A server whose clock is behind this machine's by more than reachableWithin makes every
+// consumer look old: one that does not answer yet is replaced at once, as before the wait.
 func createdAt(c jetstream.Consumer) time.Time {
 	now := time.Now()
 	if at := c.CachedInfo().Created; !at.IsZero() && at.Before(now) {
