@@ -235,3 +235,46 @@ func TestANudgeAsksAgainWhileTheEngineDoesNot(t *testing.T) {
 		}
 	})
 }
+
+// pendingFails fails every Pending, as an inbox shard without a leader does.
+type pendingFails struct{ broker.Inbox }
+
+func (pendingFails) Pending(context.Context, tenant.ID) (int, error) {
+	return 0, errors.New("nats: no response from stream")
+}
+
+// TestAnExpiredLeaseIsClaimedWhenPendingCannotBeCounted: a lease that expires while its
+// tenant's pending jobs cannot be counted (the shard electing a leader after a node loss)
+// gets a claim anyway (a claim for a tenant with nothing to do is let go by the worker),
+// rather than none until the reconciler's two passes.
+func TestAnExpiredLeaseIsClaimedWhenPendingCannotBeCounted(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		counting := *b
+		counting.Inbox = pendingFails{b.Inbox}
+		r, _ := router.New(router.Config{Backend: &counting, ReconcileEvery: time.Hour}) // no pass asks for it
+		ctx := context.Background()
+		tn := tenant.ID{Project: "site", User: "alice"}
+		if _, err := b.Leases.Acquire(ctx, tn, "crashed-w1", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Inbox.Publish(ctx, broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		ran := make(chan struct{})
+		go func() { _ = r.Run(runCtx); close(ran) }()
+		defer func() { stop(); <-ran }()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			n, err := b.Claims.Waiting(ctx)
+			if err == nil && n == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("claims waiting %d (%v) after the lease expired; want the tenant's", n, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
