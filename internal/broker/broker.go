@@ -24,6 +24,9 @@ var (
 	ErrConflict = errors.New("concurrent update")
 	// ErrTooLarge: a message exceeds what the backend accepts; retrying cannot help.
 	ErrTooLarge = errors.New("message too large for the engine")
+	// ErrPartial: part of the engine did not answer; the result returned with it covers the
+	// rest (Inbox.Tenants, while one shard of several elects a leader).
+	ErrPartial = errors.New("part of the engine did not answer; the result is partial")
 )
 
 // Backend bundles one backend's implementation of every port.
@@ -62,7 +65,8 @@ type Inbox interface {
 	Open(ctx context.Context, t tenant.ID, opts QueueOptions) (Queue, error)
 	// Pending counts t's messages not yet acknowledged (waiting or in flight).
 	Pending(ctx context.Context, t tenant.ID) (int, error)
-	// Tenants returns every tenant with pending messages and their counts.
+	// Tenants returns every tenant with pending messages and their counts. When part of the
+	// engine does not answer it may return those of the rest with an error wrapping ErrPartial.
 	Tenants(ctx context.Context) (map[tenant.ID]int, error)
 	// DeadLetters lists the messages dead-lettered for t, oldest first.
 	DeadLetters(ctx context.Context, t tenant.ID) ([]DeadLetter, error)

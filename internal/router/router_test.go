@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -275,6 +276,42 @@ func TestAnExpiredLeaseIsClaimedWhenPendingCannotBeCounted(t *testing.T) {
 				t.Fatalf("claims waiting %d (%v) after the lease expired; want the tenant's", n, err)
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// partInbox answers Tenants with what it has and broker.ErrPartial, as an inbox with one
+// shard electing a leader does.
+type partInbox struct{ broker.Inbox }
+
+func (p partInbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {
+	got, err := p.Inbox.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return got, fmt.Errorf("natsjs: tenants with pending jobs: %w (WO_IN_2: no response)", broker.ErrPartial)
+}
+
+// TestReconcileServesThePartThatAnswers: a reconcile pass over part of the inbox still asks
+// for claims for the unowned tenants it found (it used to fail as a whole).
+func TestReconcileServesThePartThatAnswers(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		ctx := context.Background()
+		part := *b
+		part.Inbox = partInbox{b.Inbox}
+		r, _ := router.New(router.Config{Backend: &part})
+		tn := tenant.ID{Project: "site", User: "alice"}
+		if err := b.Inbox.Publish(ctx, broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		for pass := range 2 { // unowned in two passes in a row
+			if _, err := r.Reconcile(ctx); err != nil {
+				t.Fatalf("pass %d over part of the inbox: %v", pass+1, err)
+			}
+		}
+		if n, err := b.Claims.Waiting(ctx); err != nil || n != 1 {
+			t.Fatalf("claims waiting %d (%v) after two partial passes; want the tenant's", n, err)
 		}
 	})
 }

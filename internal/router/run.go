@@ -51,10 +51,16 @@ func (r *Router) reconcileLoop(ctx context.Context) {
 // most once per RepeatClaimAfter while it stays unowned. It returns how many it requested.
 func (r *Router) Reconcile(ctx context.Context) (int, error) { return r.reconcile(ctx, false) }
 
+// A pass over part of the inbox (broker.ErrPartial: a shard electing a leader) serves the
+// tenants it found and forgets nothing about the others; demand is measured on full passes.
 func (r *Router) reconcile(ctx context.Context, all bool) (int, error) {
 	pending, err := r.b.Inbox.Tenants(ctx)
-	if err != nil {
+	partial := errors.Is(err, broker.ErrPartial)
+	if err != nil && !partial {
 		return 0, err
+	}
+	if partial {
+		r.log.WarnContext(ctx, "reconcile: part of the inbox does not answer; reconciling the rest", slog.Any("err", err))
 	}
 	unowned, total := map[tenant.ID]bool{}, 0
 	for t, n := range pending {
@@ -63,10 +69,13 @@ func (r *Router) reconcile(ctx context.Context, all bool) (int, error) {
 			unowned[t] = true
 		}
 	}
-	metrics.Pending.Set(float64(total))
-	metrics.TenantsWaiting.Set(float64(len(unowned)))
-	r.measure(len(pending), unowned)
-	return r.requestStuck(ctx, unowned, all)
+	if !partial {
+		metrics.Pending.Set(float64(total))
+		metrics.TenantsWaiting.Set(float64(len(unowned)))
+		r.measure(len(pending), unowned)
+	}
+	seen := func(t tenant.ID) bool { _, ok := pending[t]; return ok || !partial }
+	return r.requestStuck(ctx, unowned, seen, all)
 }
 
 // Demand is the signal an autoscaler needs, as of the reconciler's last pass.
@@ -128,7 +137,9 @@ func (r *Router) measure(withWork int, unowned map[tenant.ID]bool) {
 // requestStuck requests claims for tenants unowned in two passes in a row. The request is
 // dated now: a tenant may have been served between two passes, so an older date could put it
 // before tenants that waited longer (a request still waiting keeps its place anyway).
-func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool, all bool) (int, error) {
+// seen says whether this pass saw t (all tenants, on a full pass): what the last passes
+// noted about tenants it did not see is kept.
+func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool, seen func(tenant.ID) bool, all bool) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n, now := 0, time.Now()
@@ -144,8 +155,13 @@ func (r *Router) requestStuck(ctx context.Context, unowned map[tenant.ID]bool, a
 		n++
 	}
 	for t := range r.lastAsks {
-		if !unowned[t] {
+		if !unowned[t] && seen(t) {
 			delete(r.lastAsks, t)
+		}
+	}
+	for t := range r.unowned {
+		if !seen(t) {
+			unowned[t] = true
 		}
 	}
 	r.unowned = unowned

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -149,21 +150,42 @@ func directPending(ctx context.Context, nc *nats.Conn, sh shard, subj string) (n
 	return 0, false
 }
 
+// Tenants asks every shard at once. Shards that do not answer (one electing a leader after a
+// cluster lost a node) leave the others' tenants to be returned, with broker.ErrPartial: the
+// reconciler then serves those rather than none (TestTenantsOfTheShardsThatAnswer).
 func (in *inbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {
 	out := make(map[tenant.ID]int)
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		failed []error
+	)
 	for _, sh := range in.a.inbox {
-		info, err := sh.Info(ctx, jetstream.WithSubjectFilter(sh.subject+">"))
-		if err != nil {
-			return nil, ctxErr(ctx, fmt.Errorf("natsjs: tenants with pending jobs (%s): %w", sh.name, err))
-		}
-		for subj, n := range info.State.Subjects {
-			t, err := tenant.ParseSubject(strings.TrimPrefix(subj, sh.subject))
-			if err == nil && n > 0 {
-				out[t] += int(n)
+		wg.Go(func() {
+			info, err := sh.Info(ctx, jetstream.WithSubjectFilter(sh.subject+">"))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, fmt.Errorf("%s: %w", sh.name, err))
+				return
 			}
-		}
+			for subj, n := range info.State.Subjects {
+				t, err := tenant.ParseSubject(strings.TrimPrefix(subj, sh.subject))
+				if err == nil && n > 0 {
+					out[t] += int(n)
+				}
+			}
+		})
 	}
-	return out, nil
+	wg.Wait()
+	switch {
+	case len(failed) == 0:
+		return out, nil
+	case len(failed) == len(in.a.inbox) || ctx.Err() != nil:
+		return nil, ctxErr(ctx, fmt.Errorf("natsjs: tenants with pending jobs (%w)", errors.Join(failed...)))
+	default:
+		return out, fmt.Errorf("natsjs: tenants with pending jobs: %w (%w)", broker.ErrPartial, errors.Join(failed...))
+	}
 }
 
 func (in *inbox) DeadLetters(ctx context.Context, t tenant.ID) ([]broker.DeadLetter, error) {

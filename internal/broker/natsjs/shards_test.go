@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +186,40 @@ func TestALostShardRecordIsRebuiltFromTheShards(t *testing.T) {
 	}
 	if all, err := second.Inbox.Tenants(ctx); err != nil || all[tid] != 1 {
 		t.Fatalf("Tenants %v, %v", all, err)
+	}
+}
+
+// TestTenantsOfTheShardsThatAnswer: while one shard of the inbox does not answer (it is gone
+// here; on a cluster, it elects a leader), Tenants returns the tenants of the others with
+// broker.ErrPartial, so the reconciler serves them rather than none.
+func TestTenantsOfTheShardsThatAnswer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 3})
+	const tenants = 30
+	lost := shardNamed(1).name
+	want := 0
+	for i := range tenants {
+		tid := mustTenant("p", fmt.Sprint("u", i))
+		job := broker.Job{ID: fmt.Sprint("j", i), Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}
+		if err := b.Inbox.Publish(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		if b.Inbox.(*inbox).a.shardOf(tid).name != lost {
+			want++
+		}
+	}
+	js, _ := jetstream.New(testConn(t, srv))
+	if err := js.DeleteStream(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := b.Inbox.Tenants(ctx)
+	if !errors.Is(err, broker.ErrPartial) || !strings.Contains(err.Error(), lost) {
+		t.Fatalf("Tenants with %s gone: %v; want broker.ErrPartial naming it", lost, err)
+	}
+	if len(pending) != want || want == 0 || want == tenants {
+		t.Fatalf("%d tenants from the shards that answer; want %d of %d", len(pending), want, tenants)
 	}
 }
