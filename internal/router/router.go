@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -257,35 +258,22 @@ func (r *Router) waitNudges() {
 }
 
 // maxNudging bounds nudges in the background; nudgeTimeout bounds each, with its tries
-// (long enough for a cluster's election, up to about 9 s), and nudgeAttempt each try.
+// (long enough for a cluster's election, up to about 9 s).
 const (
 	maxNudging   = 64
 	nudgeTimeout = 15 * time.Second
-	nudgeAttempt = 2 * time.Second
 )
 
-// nudgeUntil nudges, asking again while the engine does not answer (a cluster electing a
-// leader after losing a node) until ctx ends, each try bounded by nudgeAttempt: the
-// reconciler would follow up only after two passes, and fails its pass while any shard of
-// the inbox does not answer (TestANudgeAsksAgainWhileTheEngineDoesNot).
+// nudgeUntil nudges, asking again while the engine does not answer (retry.Do: a cluster
+// electing a leader after losing a node) until ctx ends: the reconciler would follow up
+// only after two passes (TestANudgeAsksAgainWhileTheEngineDoesNot). Not past Run's end
+// (shutdown waits for the nudges under way): the next start's first reconcile pass asks
+// for every unowned tenant with pending jobs.
 func (r *Router) nudgeUntil(ctx context.Context, job broker.Job) {
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		actx, cancel := context.WithTimeout(ctx, nudgeAttempt)
-		err := r.tryNudge(actx, job)
-		cancel()
-		if err == nil {
-			return
-		}
-		// Not past Run's end (shutdown waits for the nudges under way): the next start's
-		// first reconcile pass asks for every unowned tenant with pending jobs.
-		if dl, _ := ctx.Deadline(); ctx.Err() != nil || time.Until(dl) < backoff+nudgeAttempt/4 || r.running.Load() == 0 {
-			r.nudgeFailed(ctx, job, err)
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
+	err := retry.Do(ctx, func(ctx context.Context) error { return r.tryNudge(ctx, job) },
+		func(error) bool { return r.running.Load() == 0 }, nil)
+	if err != nil {
+		r.nudgeFailed(ctx, job, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -79,27 +80,20 @@ func (o *ownership) run(shutdown context.Context) {
 }
 
 // openQueue opens the tenant's queue, trying again for up to OpenRetryFor while the engine
-// cannot (a cluster that lost a node answers nothing until it has elected new leaders),
-// each try bounded by openAttempt so that the first answer after the election is not missed
-// by a request still waiting out the client's default timeout. The lease is renewed
-// meanwhile; a tenant given up at the first failure waited for a process that could take
-// it, and after a node loss the others are often blind (TestOwnerTriesItsQueueAgainWhileTheEngineElects).
-func (o *ownership) openQueue(shutdown context.Context) (broker.Queue, error) {
-	start := time.Now()
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		actx, cancel := context.WithTimeout(o.ctx, openAttempt)
-		q, err := o.b.Inbox.Open(actx, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
-		cancel()
-		if err == nil || o.lost() || shutdown.Err() != nil || time.Since(start)+backoff > o.w.cfg.OpenRetryFor {
-			return q, err
-		}
+// cannot (retry.Do). The lease is renewed meanwhile; a tenant given up at the first failure
+// waited for a process that could take it, and after a node loss the others are often blind
+// (TestOwnerTriesItsQueueAgainWhileTheEngineElects).
+func (o *ownership) openQueue(shutdown context.Context) (q broker.Queue, err error) {
+	ctx, cancel := context.WithTimeout(o.ctx, o.w.cfg.OpenRetryFor)
+	defer cancel()
+	err = retry.Do(ctx, func(ctx context.Context) (err error) {
+		q, err = o.b.Inbox.Open(ctx, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
+		return err
+	}, func(error) bool { return shutdown.Err() != nil }, func(err error) {
 		o.log.WarnContext(o.ctx, "open tenant queue; trying again", slog.Any("err", err))
-		sleep(o.ctx, backoff)
-	}
+	})
+	return q, err
 }
-
-// openAttempt bounds one try of openQueue's.
-const openAttempt = 2 * time.Second
 
 // stuckAfter is how long Next may fail without a break before the tenant is released.
 func (o *ownership) stuckAfter() time.Duration {

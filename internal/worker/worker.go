@@ -9,6 +9,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -175,35 +176,28 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	newOwnership(w, lease).run(shutdown)
 }
 
-// acquire takes t's lease, asking again while the engine does not answer (a cluster that
-// lost a node electing the leases' leader: "no response from stream") until ctx ends, each
-// try bounded by leaseAttempt. A request that took the lease though its answer was lost
-// leaves the lease held by this worker, which no one else can take until it expires: a
-// later try finds it so, and it is adopted (TestALeaseTakenWithoutAnAnswerIsAdopted).
-func (w *Worker) acquire(ctx context.Context, t tenant.ID) (broker.Lease, error) {
-	b := w.cfg.Backend
-	for try, backoff := 1, 100*time.Millisecond; ; try, backoff = try+1, min(2*backoff, time.Second) {
-		actx, cancel := context.WithTimeout(ctx, leaseAttempt)
-		lease, err := b.Leases.Acquire(actx, t, w.id, w.cfg.LeaseTTL)
-		cancel()
-		if errors.Is(err, broker.ErrLeaseHeld) && try > 1 {
+// acquire takes t's lease, asking again while the engine does not answer (retry.Do: a
+// cluster that lost a node electing the leases' leader, "no response from stream") until
+// ctx ends. A request that took the lease though its answer was lost leaves the lease held
+// by this worker, which no one else can take until it expires: a later try finds it so, and
+// it is adopted (TestALeaseTakenWithoutAnAnswerIsAdopted).
+func (w *Worker) acquire(ctx context.Context, t tenant.ID) (lease broker.Lease, err error) {
+	b, tries := w.cfg.Backend, 0
+	err = retry.Do(ctx, func(ctx context.Context) (err error) {
+		tries++
+		lease, err = b.Leases.Acquire(ctx, t, w.id, w.cfg.LeaseTTL)
+		if errors.Is(err, broker.ErrLeaseHeld) && tries > 1 {
 			if l, gerr := b.Leases.Get(ctx, t); gerr == nil && l.Owner == w.id {
-				return l, nil // this worker serves one tenure at a time: no other uses this lease
+				lease = l // this worker serves one tenure at a time: no other uses this lease
+				return nil
 			}
 		}
-		if err == nil || errors.Is(err, broker.ErrLeaseHeld) || ctx.Err() != nil {
-			return lease, err
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < backoff+leaseAttempt/4 {
-			return lease, err
-		}
+		return err
+	}, func(err error) bool { return errors.Is(err, broker.ErrLeaseHeld) }, func(err error) {
 		w.log().WarnContext(ctx, "acquire lease; asking again", slog.String("tenant", t.String()), slog.Any("err", err))
-		sleep(ctx, backoff)
-	}
+	})
+	return lease, err
 }
-
-// leaseAttempt bounds one try of acquire's.
-const leaseAttempt = 2 * time.Second
 
 // claimDecision bounds deciding on one claim (pending count, lease, acknowledgement).
 const claimDecision = 10 * time.Second
