@@ -166,27 +166,14 @@ func TestSubmitNudgesAfterTheCallerLeft(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
 		r, _ := router.New(router.Config{Backend: b, ReconcileEvery: time.Hour}) // no pass asks for it
-		runCtx, stop := context.WithCancel(context.Background())
-		ran := make(chan struct{})
-		go func() { _ = r.Run(runCtx); close(ran) }()
-		defer func() { stop(); <-ran }()
+		startRun(t, r)
 		time.Sleep(200 * time.Millisecond) // Run's first reconcile pass, on nothing, is over
 		ctx, cancel := context.WithCancel(context.Background())
 		if _, err := r.Submit(ctx, router.Request{Project: "site", User: "alice", Instruction: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		cancel()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n, err := b.Claims.Waiting(context.Background())
-			if err == nil && n == 1 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("claims waiting %d (%v); want the submitted tenant's", n, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitOneClaim(t, b, 10*time.Second, "claims waiting %d (%v); want the submitted tenant's")
 	})
 }
 
@@ -215,25 +202,12 @@ func TestANudgeAsksAgainWhileTheEngineDoesNot(t *testing.T) {
 		failing.Claims = claimsFailFirst{b.Claims, new(atomic.Int32)}
 		failing.Claims.(claimsFailFirst).left.Store(3)
 		r, _ := router.New(router.Config{Backend: &failing, ReconcileEvery: time.Hour}) // no pass asks for it
-		runCtx, stop := context.WithCancel(context.Background())
-		ran := make(chan struct{})
-		go func() { _ = r.Run(runCtx); close(ran) }()
-		defer func() { stop(); <-ran }()
+		startRun(t, r)
 		time.Sleep(200 * time.Millisecond) // Run's first reconcile pass, on nothing, is over
 		if _, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n, err := b.Claims.Waiting(context.Background())
-			if err == nil && n == 1 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("claims waiting %d (%v); want the submitted tenant's, asked again after 3 failures", n, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitOneClaim(t, b, 10*time.Second, "claims waiting %d (%v); want the submitted tenant's, asked again after 3 failures")
 	})
 }
 
@@ -262,21 +236,8 @@ func TestAnExpiredLeaseIsClaimedWhenPendingCannotBeCounted(t *testing.T) {
 		if err := b.Inbox.Publish(ctx, broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		runCtx, stop := context.WithCancel(ctx)
-		ran := make(chan struct{})
-		go func() { _ = r.Run(runCtx); close(ran) }()
-		defer func() { stop(); <-ran }()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			n, err := b.Claims.Waiting(ctx)
-			if err == nil && n == 1 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("claims waiting %d (%v) after the lease expired; want the tenant's", n, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		startRun(t, r)
+		waitOneClaim(t, b, 15*time.Second, "claims waiting %d (%v) after the lease expired; want the tenant's")
 	})
 }
 
@@ -314,4 +275,30 @@ func TestReconcileServesThePartThatAnswers(t *testing.T) {
 			t.Fatalf("claims waiting %d (%v) after two partial passes; want the tenant's", n, err)
 		}
 	})
+}
+
+// waitOneClaim waits up to within for exactly one claim to wait; failing, it says why
+// (a format with the count and the error).
+func waitOneClaim(t *testing.T, b *broker.Backend, within time.Duration, why string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n, err := b.Claims.Waiting(context.Background())
+		if err == nil && n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf(why, n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startRun runs r until the test ends.
+func startRun(t *testing.T, r *router.Router) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(ran) }()
+	t.Cleanup(func() { stop(); <-ran })
 }

@@ -653,19 +653,24 @@ func TestAClaimWithJobsPendingIsNotReleasedAsEmpty(t *testing.T) {
 		late.Inbox = lateQueues{b.Inbox, time.Second}
 		l := newLedger()
 		f.pool(worker.Config{Workers: 1, Backend: &late, Process: "late", Processor: l.processor(0)})
-		rec := f.submit("site", "alice", "x")
-		var first uint64
-		eventually(t, 10*time.Second, "the worker to take the tenant", func() bool {
-			lease, err := f.b.Leases.Get(f.ctx, rec.Job.Tenant)
-			first = lease.Token
-			return err == nil
-		})
-		got := f.wait(rec.Job.ID, 20*time.Second)
-		if got.State != broker.StateDone || got.Result.LeaseToken != first {
-			t.Fatalf("job %s under lease %d; want done under the first lease, %d (not released as empty while its job was pending)",
-				got.State, got.Result.LeaseToken, first)
-		}
+		doneUnderFirstLease(t, f, f.submit("site", "alice", "x"), "not released as empty while its job was pending")
 	})
+}
+
+// doneUnderFirstLease waits for rec's job to be done under the lease first taken on its
+// tenant: the tenant was never given up (why says what that shows).
+func doneUnderFirstLease(t *testing.T, f *fixture, rec broker.JobRecord, why string) {
+	t.Helper()
+	var first uint64
+	eventually(t, 10*time.Second, "the worker to take the tenant", func() bool {
+		lease, err := f.b.Leases.Get(f.ctx, rec.Job.Tenant)
+		first = lease.Token
+		return err == nil
+	})
+	got := f.wait(rec.Job.ID, 20*time.Second)
+	if got.State != broker.StateDone || got.Result.LeaseToken != first {
+		t.Fatalf("job %s under lease %d; want done under the first lease, %d (%s)", got.State, got.Result.LeaseToken, first, why)
+	}
 }
 
 // answerLost takes the first lease asked for but reports an error, as a client whose
@@ -769,18 +774,7 @@ func TestOwnerTriesItsQueueAgainWhileTheEngineElects(t *testing.T) {
 		electing.Inbox = newOpenFailsFor(b.Inbox, 1500*time.Millisecond)
 		l := newLedger()
 		f.pool(worker.Config{Workers: 1, Backend: &electing, Process: "electing", Processor: l.processor(0)})
-		rec := f.submit("site", "alice", "x")
-		var first uint64
-		eventually(t, 10*time.Second, "the worker to take the tenant", func() bool {
-			lease, err := f.b.Leases.Get(f.ctx, rec.Job.Tenant)
-			first = lease.Token
-			return err == nil
-		})
-		got := f.wait(rec.Job.ID, 20*time.Second)
-		if got.State != broker.StateDone || got.Result.LeaseToken != first {
-			t.Fatalf("job %s under lease %d; want done under the first lease, %d (the tenant kept while its queue could not be opened)",
-				got.State, got.Result.LeaseToken, first)
-		}
+		doneUnderFirstLease(t, f, f.submit("site", "alice", "x"), "the tenant kept while its queue could not be opened")
 	})
 }
 

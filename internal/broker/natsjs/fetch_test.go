@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // TestShortWaitsLoseNoDelivery: an owner waits briefly for its tenant's next job (10 ms when
@@ -84,11 +85,7 @@ func TestAPullWaitsForAConsumerNotYetReachable(t *testing.T) {
 	srv := testServer(t)
 	b := testBackend(t, ctx, testConn(t, srv), Config{})
 	tn := mustTenant("p", "u")
-	bq, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := bq.(*queue)
+	q := openQueue(t, ctx, b, tn)
 	if err := q.s.DeleteConsumer(ctx, q.cfg.Durable); err != nil {
 		t.Fatal(err)
 	}
@@ -124,22 +121,14 @@ func TestAConsumerLeftBehindIsNotYoung(t *testing.T) {
 	srv := testServer(t)
 	b := testBackend(t, ctx, testConn(t, srv), Config{})
 	tn := mustTenant("p", "u")
-	first, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := openQueue(t, ctx, b, tn)
 	time.Sleep(100 * time.Millisecond)
-	second, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, c := first.(*queue).opened, second.(*queue).opened
-	if !a.Equal(c) {
-		t.Fatalf("the consumer's second Open dates it %s, the first %s: want its making, once", c, a)
+	q := openQueue(t, ctx, b, tn)
+	if !first.opened.Equal(q.opened) {
+		t.Fatalf("the consumer's second Open dates it %s, the first %s: want its making, once", q.opened, first.opened)
 	}
 	// Left long ago, and then gone: the pull is answered "no responders" and the queue's
 	// consumer is replaced, after which it delivers.
-	q := second.(*queue)
 	q.opened = time.Now().Add(-time.Minute)
 	if err := q.s.DeleteConsumer(ctx, q.cfg.Durable); err != nil {
 		t.Fatal(err)
@@ -153,4 +142,14 @@ func TestAConsumerLeftBehindIsNotYoung(t *testing.T) {
 	if d, err := q.Next(ctx, 5*time.Second); err != nil || d.Job().ID != "j" {
 		t.Fatalf("after the replacement: %v", err)
 	}
+}
+
+// openQueue opens tn's queue on b.
+func openQueue(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID) *queue {
+	t.Helper()
+	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.(*queue)
 }
