@@ -250,17 +250,23 @@ func settle[T any](ctx context.Context, a *adapter, create func(context.Context)
 // settleFor bounds settle: long enough for members started by hand one after another.
 const settleFor = 2 * time.Minute
 
-// clusterNotReady: no answer (no meta leader yet), or too few servers for the replicas.
+// clusterNotReady: no answer (no meta leader yet), too few servers for the replicas, or a
+// member not caught up yet ("temporarily unavailable").
 func clusterNotReady(err error) bool {
 	var api *jetstream.APIError
 	return errors.Is(err, context.DeadlineExceeded) ||
-		errors.As(err, &api) && (api.ErrorCode == errCodeNoPeers || api.ErrorCode == errCodeInsufficientResources)
+		errors.As(err, &api) && (api.ErrorCode == errCodeNoPeers || api.ErrorCode == errCodeInsufficientResources ||
+			api.ErrorCode == errCodeTemporarilyUnavailable)
 }
 
 // JetStream's codes for "no suitable peers for placement" and "insufficient resources".
 const (
 	errCodeNoPeers               jetstream.ErrorCode = 10005
 	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	// "JetStream system temporarily unavailable": a member not yet caught up with the meta
+	// leader. TestEmbeddedEnginesFormACluster failed on it once at setup (WO_IN), under the
+	// load of the package's other tests.
+	errCodeTemporarilyUnavailable jetstream.ErrorCode = 10008
 )
 
 func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
