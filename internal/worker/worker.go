@@ -105,11 +105,6 @@ func (w *Worker) run(ctx context.Context) {
 	w.set("stopped", broker.Lease{}, "")
 }
 
-// serveClaim acquires the claimed tenant unless it has no work or another owner; the claim
-// is acknowledged only after the decision, so a crash here leaves it to be delivered again.
-// Shutdown does not cut a decision short (a lease acquired under a cancelled context would
-// still be written): once begun, it is taken with its own deadline, and a tenant acquired as
-// shutdown begins is handed back at once by its ownership.
 // othersPresent reports whether a worker of another process is alive (to leave a claim to).
 func (w *Worker) othersPresent(ctx context.Context) bool {
 	ws, err := w.cfg.Backend.Presence.List(ctx)
@@ -124,6 +119,11 @@ func (w *Worker) othersPresent(ctx context.Context) bool {
 	return false
 }
 
+// serveClaim acquires the claimed tenant unless it has no work or another owner; the claim
+// is acknowledged only after the decision, so a crash here leaves it to be delivered again.
+// Shutdown does not cut a decision short (a lease acquired under a cancelled context would
+// still be written): once begun, it is taken with its own deadline, and a tenant acquired as
+// shutdown begins is handed back at once by its ownership.
 func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	if shutdown.Err() != nil {
 		// Not decided: asking again makes it waiting at once (rather than after its
