@@ -79,7 +79,7 @@ func TestCreatedRevisionTravelsWithTheJob(t *testing.T) {
 		}
 	}
 	// A record created in another shape: its publish carries no revision.
-	job := broker.Job{ID: "j3", Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}
+	job := testJob("j3", tn)
 	if err := router.Jobs.Create(ctx, broker.JobRecord{Job: job, State: broker.StateRunning}); err != nil {
 		t.Fatal(err)
 	}

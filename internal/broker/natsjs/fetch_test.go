@@ -47,7 +47,7 @@ func TestShortWaitsLoseNoDelivery(t *testing.T) {
 		id := fmt.Sprintf("j%03d", i)
 		go func() {
 			time.Sleep(time.Duration(i%7) * 300 * time.Microsecond) // lands before, at or after a wait ends
-			_ = router.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tn, Instruction: "x", AcceptedAt: time.Now()})
+			_ = router.Inbox.Publish(ctx, testJob(id, tn))
 		}()
 		deadline := time.Now().Add(2 * time.Second)
 		for {
@@ -98,7 +98,7 @@ func TestAPullWaitsForAConsumerNotYetReachable(t *testing.T) {
 		if _, err := q.s.CreateOrUpdateConsumer(ctx, q.cfg); err != nil {
 			t.Error(err)
 		}
-		if err := b.Inbox.Publish(ctx, broker.Job{ID: "j", Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+		if err := b.Inbox.Publish(ctx, testJob("j", tn)); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -136,7 +136,7 @@ func TestAConsumerLeftBehindIsNotYoung(t *testing.T) {
 	if _, err := q.Next(ctx, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "consumer replaced") {
 		t.Fatalf("a pull on an old consumer no server answers for: %v, want it replaced", err)
 	}
-	if err := b.Inbox.Publish(ctx, broker.Job{ID: "j", Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+	if err := b.Inbox.Publish(ctx, testJob("j", tn)); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := q.Next(ctx, 5*time.Second); err != nil || d.Job().ID != "j" {

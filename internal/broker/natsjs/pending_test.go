@@ -24,7 +24,7 @@ func TestPendingCountsWithAndWithoutDirectGets(t *testing.T) {
 	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
 	alice := mustTenant("p", "alice")
 	for i := range 3 {
-		job := broker.Job{ID: fmt.Sprint("j", i), Tenant: alice, Instruction: "x", AcceptedAt: time.Now()}
+		job := testJob(fmt.Sprint("j", i), alice)
 		if err := b.Inbox.Publish(ctx, job); err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func TestShardsAreTheDeploymentsNotTheProcesses(t *testing.T) {
 	}
 	const tenants = 30
 	for i := range tenants {
-		job := broker.Job{ID: fmt.Sprint("j", i), Tenant: mustTenant("p", fmt.Sprint("u", i)), Instruction: "x", AcceptedAt: time.Now()}
+		job := testJob(fmt.Sprint("j", i), mustTenant("p", fmt.Sprint("u", i)))
 		if err := first.Inbox.Publish(ctx, job); err != nil {
 			t.Fatal(err)
 		}
@@ -129,6 +129,11 @@ func testBackend(t *testing.T, ctx context.Context, nc *nats.Conn, cfg Config) *
 	return b
 }
 
+// testJob is job id of tn, accepted now.
+func testJob(id string, tn tenant.ID) broker.Job {
+	return broker.Job{ID: id, Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}
+}
+
 func mustTenant(p, u string) tenant.ID {
 	t, err := tenant.New(p, u)
 	if err != nil {
@@ -172,7 +177,7 @@ func TestALostShardRecordIsRebuiltFromTheShards(t *testing.T) {
 			break
 		}
 	}
-	if err := first.Inbox.Publish(ctx, broker.Job{ID: "j", Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+	if err := first.Inbox.Publish(ctx, testJob("j", tid)); err != nil {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
@@ -203,7 +208,7 @@ func TestTenantsOfTheShardsThatAnswer(t *testing.T) {
 	want := 0
 	for i := range tenants {
 		tid := mustTenant("p", fmt.Sprint("u", i))
-		job := broker.Job{ID: fmt.Sprint("j", i), Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}
+		job := testJob(fmt.Sprint("j", i), tid)
 		if err := b.Inbox.Publish(ctx, job); err != nil {
 			t.Fatal(err)
 		}
