@@ -108,6 +108,7 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		if err := checkNotStandalone(cfg.Dir); err != nil {
 			return nil, err
 		}
+		useFastElections()
 	}
 	for _, addr := range []string{cfg.Listen, clusterListen(cfg)} {
 		if addr != "" {
