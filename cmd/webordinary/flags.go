@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/app"
 	"github.com/webordinary/webordinary/internal/pipeline"
+	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -116,6 +117,8 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.DurationVar(&w.ShotBudget, "shot-budget", shots.DefaultPageBudget, "time budget of one picture; a page that takes longer gets none")
 	fs.IntVar(&w.StateMaxBytes, "state-max-bytes", agentstate.DefaultMaxBytes,
 		"largest archive of a tenant's agent state (sessions) saved to the engine after each job, so any worker resumes the thread; -1 keeps it on this machine (then --state must be shared)")
+	fs.Int64Var(&w.PreviewCacheMaxBytes, "preview-cache-max-bytes", preview.DefaultCacheMax,
+		"with --previews engine: bound of <data>/preview-cache, the preview files this process read from the engine (least recently used go first)")
 	fs.Var((*listFlag)(&w.JobEnv), "job-env", "variable every job's agent and build get: NAME (the value from this process's environment) or NAME=VALUE (repeatable; WO_* refused)")
 }
 
@@ -149,7 +152,7 @@ var fieldFlags = map[string]string{
 	"Mail.HeldNoticeAfter": "mail-held-notice-after", "Worker.AgentBaseURL": "agent-base-url", "Worker.ClaudeLogin": "claude-login",
 	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
-	"Worker.StateMaxBytes": "state-max-bytes",
+	"Worker.StateMaxBytes": "state-max-bytes", "Worker.PreviewCacheMaxBytes": "preview-cache-max-bytes",
 	"Worker.IdleExit":      "idle-exit",
 	"Worker.PreviewTarget": "preview-target", "Mail.SES": "mail-ses", "Mail.SESQueue": "mail-ses-queue",
 	"Mail.SESConfigurationSet": "mail-ses-configuration-set", "Mail.TrustedAuthServ": "mail-trusted-authserv",

@@ -57,6 +57,7 @@ func TestValidate(t *testing.T) {
 		{"ses queue trusts another relay", Config{Mail: Mail{SESQueue: "https://sqs.us-east-1.amazonaws.com/1/wo-inbound", TrustedAuthServ: "mx.example.com"}}, "Mail.TrustedAuthServ"},
 		{"aws endpoint", Config{AWS: AWS{Endpoint: "localhost:4566"}}, "AWS.Endpoint"},
 		{"state archive over the engine's blob limit", Config{Worker: Worker{StateMaxBytes: 65<<20 + 1}}, "Worker.StateMaxBytes"},
+		{"preview cache bound", Config{Worker: Worker{PreviewCacheMaxBytes: -1}}, "Worker.PreviewCacheMaxBytes"},
 		{"preview target and engine previews", Config{Worker: Worker{Previews: PreviewsEngine, PreviewTarget: "s3://wo-sites"}}, "Worker.PreviewTarget"},
 	}
 	for _, tc := range cases {

@@ -18,6 +18,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/sesin"
+	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -252,6 +253,10 @@ type Worker struct {
 	// agentstate.DefaultMaxBytes; at most broker.MaxBlobSize. Negative: agent state stays on
 	// the machine that wrote it, and every worker must share State.
 	StateMaxBytes int
+	// PreviewCacheMaxBytes bounds <Data>/preview-cache, where a process keeps the preview
+	// files it read from the engine (Previews PreviewsEngine): past it, the least recently
+	// used go (fetched again when asked for). 0 takes preview.DefaultCacheMax (1 GiB).
+	PreviewCacheMaxBytes int64
 }
 
 // FieldError is a Config field that cannot be used. Field is the path from Config, such as
@@ -572,6 +577,8 @@ func (w *Worker) validateNumbers() error {
 		return fieldErr("Worker.MaxAttempts", w.MaxAttempts, "must not be negative")
 	case w.ShotPages < 0:
 		return fieldErr("Worker.ShotPages", w.ShotPages, "must not be negative")
+	case w.PreviewCacheMaxBytes < 0:
+		return fieldErr("Worker.PreviewCacheMaxBytes", w.PreviewCacheMaxBytes, "must not be negative (the default is %d, 1 GiB)", preview.DefaultCacheMax)
 	case w.StateMaxBytes > broker.MaxBlobSize:
 		return fieldErr("Worker.StateMaxBytes", w.StateMaxBytes, "must be at most %d (64 MiB)", broker.MaxBlobSize)
 	case w.ClaudeLogin != "" && !isFile(filepath.Join(w.ClaudeLogin, ".credentials.json")):

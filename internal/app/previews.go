@@ -25,7 +25,7 @@ func (a *App) previewTarget(ctx context.Context, b *broker.Backend, port int) (p
 		return a.s3Previews(ctx, port)
 	}
 	if w.Previews == PreviewsEngine {
-		return preview.NewEngine(ctx, preview.EngineConfig{Backend: b, CacheDir: a.previewCache(), Port: port,
+		return preview.NewEngine(ctx, preview.EngineConfig{Backend: b, CacheDir: a.previewCache(), CacheMax: w.PreviewCacheMaxBytes, Port: port,
 			Domain: w.PreviewDomain, Logger: a.log})
 	}
 	return preview.NewDir(preview.DirConfig{Root: w.Previews, Port: port, Domain: w.PreviewDomain, Logger: a.log})
@@ -43,7 +43,7 @@ func (a *App) previewHandler(ctx context.Context, b *broker.Backend) (http.Handl
 		return store.Server(true), nil
 	}
 	if w.Previews == PreviewsEngine {
-		return preview.NewEngineServer(ctx, preview.EngineServerConfig{Backend: b, CacheDir: a.previewCache(),
+		return preview.NewEngineServer(ctx, preview.EngineServerConfig{Backend: b, CacheDir: a.previewCache(), CacheMax: w.PreviewCacheMaxBytes,
 			Domain: w.PreviewDomain, Logger: a.log})
 	}
 	return preview.NewServer(preview.ServerConfig{Root: w.Previews, Domain: w.PreviewDomain, Logger: a.log})

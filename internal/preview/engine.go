@@ -44,6 +44,9 @@ type EngineConfig struct {
 	// CacheDir keeps blobs read back (Versions); content-addressed, so any process may share
 	// it. Required.
 	CacheDir string
+	// CacheMax bounds CacheDir in bytes: past it, the blobs used least recently are removed
+	// (fetched again when asked for). Default DefaultCacheMax.
+	CacheMax int64
 	// Domain, Port and URLs report addresses as in DirConfig.
 	Domain string
 	Port   int
@@ -92,7 +95,7 @@ func NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache, err := newBlobCache(cfg.CacheDir, blobs)
+	cache, err := newBlobCache(cfg.CacheDir, blobs, cfg.CacheMax)
 	if err != nil {
 		return nil, err
 	}

@@ -2,20 +2,14 @@ package preview
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 )
@@ -26,6 +20,9 @@ type EngineServerConfig struct {
 	Backend *broker.Backend
 	// CacheDir keeps the blobs served, by hash (never stale: content-addressed). Required.
 	CacheDir string
+	// CacheMax bounds CacheDir in bytes: past it, the blobs used least recently are removed
+	// (fetched again when asked for). Default DefaultCacheMax.
+	CacheMax int64
 	// Domain is the host suffix, as in ServerConfig. Default "localhost".
 	Domain string
 	// Logger receives unexpected errors (not 404s). Default: discard.
@@ -60,7 +57,7 @@ func NewEngineServer(ctx context.Context, cfg EngineServerConfig) (*EngineServer
 	if err != nil {
 		return nil, err
 	}
-	cache, err := newBlobCache(cfg.CacheDir, blobs)
+	cache, err := newBlobCache(cfg.CacheDir, blobs, cfg.CacheMax)
 	if err != nil {
 		return nil, err
 	}
@@ -137,62 +134,4 @@ func (s *EngineServer) manifest(ctx context.Context, sum string) (manifest, erro
 	s.manifests[sum] = m
 	s.mu.Unlock()
 	return m, nil
-}
-
-// blobCache is a directory of blobs named by hash, filled from the engine on first use.
-type blobCache struct {
-	dir   string
-	blobs broker.Blobs
-}
-
-func newBlobCache(dir string, blobs broker.Blobs) (*blobCache, error) {
-	if dir == "" {
-		return nil, errors.New("preview engine: a cache directory is required")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("preview engine: %w", err)
-	}
-	return &blobCache{dir: dir, blobs: blobs}, nil
-}
-
-// fetchTimeout bounds fetching one blob into the cache.
-const fetchTimeout = time.Minute
-
-// Open opens the blob named by its hash, fetching it from the engine when not cached. The
-// content is checked against its name before it enters the cache.
-func (c *blobCache) Open(name string) (*os.File, error) {
-	if !isHash(name) {
-		return nil, fmt.Errorf("blob name %q is not a hash", name)
-	}
-	p := filepath.Join(c.dir, name)
-	if f, err := os.Open(p); err == nil {
-		return f, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
-	defer cancel()
-	data, _, err := c.blobs.Get(ctx, "sha256/"+name)
-	if err != nil {
-		return nil, err
-	}
-	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != name {
-		return nil, fmt.Errorf("blob %s: the engine returned other content", name)
-	}
-	tmp := tmpName(p)
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		os.Remove(tmp)
-		return nil, err
-	}
-	return os.Open(p)
-}
-
-// open is the cache's blobOpener: Open, size-checked against e.
-func (c *blobCache) open(e entry) (io.ReadSeekCloser, error) {
-	f, err := c.Open(e.SHA256)
-	if err != nil {
-		return nil, err
-	}
-	return checkedBlob(f, e)
 }

@@ -1,0 +1,179 @@
+package preview
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// DefaultCacheMax bounds a directory of preview blobs read from the engine: 1 GiB.
+const DefaultCacheMax = 1 << 30
+
+// blobCache is a directory of blobs named by hash, filled from the engine on first use and
+// bounded: once it holds more than max bytes, the blobs used least recently go until it holds
+// three quarters of max. Content-addressed, so never stale, and any number of processes may
+// share the directory: each counts what it adds and, when its count passes max, lists the
+// directory and evicts by the later of a file's modification time and its own last use.
+// A blob another process evicted is fetched again on its next use.
+type blobCache struct {
+	dir   string
+	blobs broker.Blobs
+	max   int64
+
+	mu       sync.Mutex
+	used     map[string]time.Time // this process's last use, by name
+	size     int64                // bytes in the directory, as of the last listing plus what this process added since
+	evicting bool
+}
+
+func newBlobCache(dir string, blobs broker.Blobs, max int64) (*blobCache, error) {
+	if dir == "" {
+		return nil, errors.New("preview engine: a cache directory is required")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("preview engine: %w", err)
+	}
+	c := &blobCache{dir: dir, blobs: blobs, max: cmp.Or(max, DefaultCacheMax), used: map[string]time.Time{}}
+	c.mu.Lock()
+	c.evicting = true
+	c.mu.Unlock()
+	c.evict() // counts what an earlier run left, and trims it if the bound is lower now
+	return c, nil
+}
+
+// fetchTimeout bounds fetching one blob into the cache.
+const fetchTimeout = time.Minute
+
+// Open opens the blob named by its hash, fetching it from the engine when not cached. The
+// content is checked against its name before it enters the cache.
+func (c *blobCache) Open(name string) (*os.File, error) {
+	if !isHash(name) {
+		return nil, fmt.Errorf("blob name %q is not a hash", name)
+	}
+	p := filepath.Join(c.dir, name)
+	if f, err := os.Open(p); err == nil {
+		c.mu.Lock()
+		c.used[name] = time.Now()
+		c.mu.Unlock()
+		return f, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	data, _, err := c.blobs.Get(ctx, "sha256/"+name)
+	if err != nil {
+		return nil, err
+	}
+	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != name {
+		return nil, fmt.Errorf("blob %s: the engine returned other content", name)
+	}
+	tmp := tmpName(p)
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return nil, err
+	}
+	f, err := os.Open(p) // before any eviction: an open file stays readable once removed
+	c.added(name, int64(len(data)))
+	return f, err
+}
+
+// added counts a blob this process wrote and evicts when the count passes max.
+func (c *blobCache) added(name string, n int64) {
+	c.mu.Lock()
+	c.used[name] = time.Now()
+	c.size += n
+	over := c.size > c.max && !c.evicting
+	if over {
+		c.evicting = true
+	}
+	c.mu.Unlock()
+	if over {
+		c.evict()
+	}
+}
+
+// evict lists the directory, removes the least recently used blobs until it holds at most
+// three quarters of max (never the most recent one), and recounts. Temporary files of fetches
+// that never finished (a process killed mid-write) go once they are older than a fetch may
+// take. The caller has set c.evicting.
+func (c *blobCache) evict() {
+	c.mu.Lock()
+	before := c.size
+	c.mu.Unlock()
+	type file struct {
+		name string
+		size int64
+		at   time.Time
+	}
+	var files []file
+	var total int64
+	entries, _ := os.ReadDir(c.dir) // unreadable: nothing to count or remove
+	c.mu.Lock()
+	used := make(map[string]time.Time, len(c.used))
+	for k, v := range c.used {
+		used[k] = v
+	}
+	c.mu.Unlock()
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		if strings.HasSuffix(e.Name(), tmpExt) {
+			if time.Since(info.ModTime()) > 2*fetchTimeout {
+				_ = os.Remove(filepath.Join(c.dir, e.Name()))
+			}
+			continue
+		}
+		at := info.ModTime()
+		if u := used[e.Name()]; u.After(at) {
+			at = u
+		}
+		files = append(files, file{e.Name(), info.Size(), at})
+		total += info.Size()
+	}
+	slices.SortFunc(files, func(a, b file) int { return a.at.Compare(b.at) })
+	kept := make(map[string]bool, len(files))
+	trim := total > c.max
+	for i, f := range files {
+		if trim && total > c.max*3/4 && i < len(files)-1 {
+			if err := os.Remove(filepath.Join(c.dir, f.name)); err == nil || os.IsNotExist(err) {
+				total -= f.size
+				continue
+			}
+		}
+		kept[f.name] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n := range c.used {
+		if !kept[n] && used[n] == c.used[n] { // gone (here or by another process), not fetched again meanwhile
+			delete(c.used, n)
+		}
+	}
+	c.size += total - before // what other goroutines added meanwhile stays counted
+	c.evicting = false
+}
+
+// open is the cache's blobOpener: Open, size-checked against e.
+func (c *blobCache) open(e entry) (io.ReadSeekCloser, error) {
+	f, err := c.Open(e.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	return checkedBlob(f, e)
+}
