@@ -178,20 +178,36 @@ func (s *setup) buckets(ctx context.Context) error {
 	return nil
 }
 
-// lifecycle expires raw inbound mail and stray payloads.
+// lifecycle expires raw inbound mail and stray payloads (a job's or a result's, normally
+// deleted on ack). The payload bucket's blobs/ (agent state between jobs, pictures) is not
+// theirs: a rule over the whole bucket deleted every tenant's agent session 15 days after its
+// last job.
 func (s *setup) lifecycle(ctx context.Context) error {
-	for b, rule := range map[string]s3types.LifecycleRule{
-		s.n.InboundBucket: expire("inbound-mail", InboundKeyPrefix, InboundDays),
-		s.n.PayloadBucket: expire("payloads", "", PayloadDays),
+	for b, rules := range map[string][]s3types.LifecycleRule{
+		s.n.InboundBucket: {expire("inbound-mail", InboundKeyPrefix, InboundDays)},
+		s.n.PayloadBucket: PayloadRules(),
 	} {
 		_, err := s.s3.PutBucketLifecycleConfiguration(ctx, &s3.PutBucketLifecycleConfigurationInput{Bucket: aws.String(b),
-			LifecycleConfiguration: &s3types.BucketLifecycleConfiguration{Rules: []s3types.LifecycleRule{rule}}})
+			LifecycleConfiguration: &s3types.BucketLifecycleConfiguration{Rules: rules}})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.did("lifecycle "+b+" "+aws.ToString(rule.ID), err)
+		var ids []string
+		for _, r := range rules {
+			ids = append(ids, aws.ToString(r.ID))
+		}
+		s.did("lifecycle "+b+" "+strings.Join(ids, ","), err)
 	}
 	return nil
+}
+
+// PayloadRules are the payload bucket's lifecycle rules: job and result payloads expire after
+// PayloadDays; nothing else in the bucket does.
+func PayloadRules() []s3types.LifecycleRule {
+	return []s3types.LifecycleRule{
+		expire("job-payloads", "inbox/", PayloadDays),
+		expire("result-payloads", "results/", PayloadDays),
+	}
 }
 
 func expire(id, prefix string, days int32) s3types.LifecycleRule {

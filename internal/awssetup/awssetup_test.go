@@ -1,9 +1,18 @@
 package awssetup_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,8 +34,10 @@ func TestSetupIsIdempotent(t *testing.T) {
 	fauxqs, dynalite := awstest.FauxQS(t), awstest.Dynalite(t)
 	prefix := awsqtest.Prefix()
 	ctx := context.Background()
+	// fauxqs takes lifecycle rules but gives none back: what setup sends is read on the way.
+	lifecycles := recordLifecycles(t, fauxqs)
 	for run := 1; run <= 2; run++ {
-		steps, err := awssetup.Setup(ctx, awssetup.Config{Prefix: prefix, Region: "us-east-1", Endpoint: fauxqs, DynamoDBEndpoint: dynalite})
+		steps, err := awssetup.Setup(ctx, awssetup.Config{Prefix: prefix, Region: "us-east-1", Endpoint: lifecycles.url, DynamoDBEndpoint: dynalite})
 		if err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
@@ -48,7 +59,71 @@ func TestSetupIsIdempotent(t *testing.T) {
 			t.Errorf("bucket %s: %v", name, err)
 		}
 	}
+	// The payload bucket's rules expire payloads and nothing else: a tenant's agent state
+	// (blobs/states/) outlives any number of idle days.
+	rules := lifecycles.rules(n.PayloadBucket)
+	var prefixes []string
+	for _, r := range rules {
+		prefixes = append(prefixes, r.Prefix)
+		if strings.HasPrefix("blobs/states/x", r.Prefix) {
+			t.Errorf("rule %s (prefix %q) expires agent state", r.ID, r.Prefix)
+		}
+		if r.Days != awssetup.PayloadDays {
+			t.Errorf("rule %s expires after %d days; want %d", r.ID, r.Days, awssetup.PayloadDays)
+		}
+	}
+	if slices.Sort(prefixes); !slices.Equal(prefixes, []string{"inbox/", "results/"}) {
+		t.Errorf("payload bucket rules cover %q; want the job and result payloads, inbox/ and results/", prefixes)
+	}
 	if !strings.HasPrefix(n.InboundQueue, prefix) {
 		t.Errorf("inbound queue %q does not carry the prefix", n.InboundQueue)
 	}
+}
+
+// lifecycleRecorder forwards to an emulator and keeps the last lifecycle rules put on each bucket.
+type lifecycleRecorder struct {
+	url  string
+	mu   sync.Mutex
+	last map[string][]lifecycleRule
+}
+
+type lifecycleRule struct {
+	ID     string `xml:"ID"`
+	Prefix string `xml:"Filter>Prefix"`
+	Days   int32  `xml:"Expiration>Days"`
+}
+
+func recordLifecycles(t *testing.T, emulator string) *lifecycleRecorder {
+	t.Helper()
+	target, err := url.Parse(emulator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &lifecycleRecorder{last: map[string][]lifecycleRule{}}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := req.URL.Query()["lifecycle"]; ok && req.Method == http.MethodPut {
+			body, _ := io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			var cfg struct {
+				Rules []lifecycleRule `xml:"Rule"`
+			}
+			if err := xml.Unmarshal(body, &cfg); err != nil {
+				t.Errorf("lifecycle configuration %s: %v", body, err)
+			}
+			r.mu.Lock()
+			r.last[strings.Trim(req.URL.Path, "/")] = cfg.Rules
+			r.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.url = srv.URL
+	return r
+}
+
+func (r *lifecycleRecorder) rules(bucket string) []lifecycleRule {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[bucket]
 }

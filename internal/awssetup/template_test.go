@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"gopkg.in/yaml.v3"
 
 	"github.com/webordinary/webordinary/internal/awssetup"
@@ -82,6 +83,23 @@ func TestTemplateNamesMatchCode(t *testing.T) {
 			t.Errorf("template lacks %q", want)
 		}
 	}
+	// The payload bucket's rules expire what awssetup's do, under the same prefixes.
+	var want, got []string
+	for _, r := range awssetup.PayloadRules() {
+		want = append(want, fmt.Sprintf("%s %d", aws.ToString(r.Filter.Prefix), aws.ToInt32(r.Expiration.Days)))
+	}
+	for _, r := range res {
+		if r.Type != "AWS::S3::Bucket" || sub(r.Properties["BucketName"]) != n.PayloadBucket {
+			continue
+		}
+		lc, _ := r.Properties["LifecycleConfiguration"].(map[string]any)
+		rules, _ := lc["Rules"].([]any)
+		for _, rule := range rules {
+			m, _ := rule.(map[string]any)
+			got = append(got, fmt.Sprintf("%v %v", m["Prefix"], m["ExpirationInDays"]))
+		}
+	}
+	check("payload bucket lifecycle rules", sorted(got...), sorted(want...))
 	ttl := 0
 	for _, r := range res {
 		if spec, ok := r.Properties["TimeToLiveSpecification"].(map[string]any); ok && spec["AttributeName"] == n.TTLAttribute {
