@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"regexp"
+	"time"
 )
 
 // MaxBlobSize is the largest blob every backend must accept: 64 MiB. A backend may take more;
@@ -35,4 +36,33 @@ type Blobs interface {
 	Version(ctx context.Context, key string) (string, error)
 	// Delete removes key. Idempotent.
 	Delete(ctx context.Context, key string) error
+}
+
+// BlobOption configures a blob store as Backend.Blobs opens it.
+type BlobOption func(*BlobOptions)
+
+// BlobOptions are what BlobOptions set; a backend reads them with BlobConfig.
+type BlobOptions struct {
+	// MaxAge, when positive, ends each blob MaxAge after its last Put: Get and Version say
+	// ErrNotFound from then on, and the engine reclaims the space (NATS: the object store's
+	// TTL; S3: the lifecycle rule `aws setup` and the template put on the store's prefix).
+	// Every process must open a store with the same MaxAge (NATS keeps the last one given).
+	MaxAge time.Duration
+}
+
+// BlobMaxAge ends each blob d after its last Put (see BlobOptions.MaxAge).
+func BlobMaxAge(d time.Duration) BlobOption { return func(o *BlobOptions) { o.MaxAge = d } }
+
+// BlobConfig applies opts.
+func BlobConfig(opts []BlobOption) BlobOptions {
+	var o BlobOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// BlobExpired says whether a blob last put at put is past maxAge (0: never) at now.
+func BlobExpired(put time.Time, maxAge time.Duration, now time.Time) bool {
+	return maxAge > 0 && !put.IsZero() && now.Sub(put) > maxAge
 }

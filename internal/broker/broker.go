@@ -42,7 +42,7 @@ type Backend struct {
 	// than jobs: projects, threads. name is ^[a-z0-9_]+$.
 	Table func(ctx context.Context, name string) (Table, error)
 	// Blobs opens (creating when missing) a named blob store (see Blobs). name is ^[a-z0-9_]+$.
-	Blobs func(ctx context.Context, name string) (Blobs, error)
+	Blobs func(ctx context.Context, name string, opts ...BlobOption) (Blobs, error)
 	// Close releases the backend's connections (not the data) and, when Open started an
 	// engine for it, that engine.
 	Close func() error

@@ -24,17 +24,24 @@ const blobVersionMeta = "wo-version"
 
 // blobs opens the blob store name: the key prefix "blobs/<name>/" of the payload bucket
 // (Config.Bucket). Nothing is created; the bucket exists since New.
-func (a *adapter) blobs(ctx context.Context, name string) (broker.Blobs, error) {
+func (a *adapter) blobs(ctx context.Context, name string, opts ...broker.BlobOption) (broker.Blobs, error) {
 	if !tableName.MatchString(name) {
 		return nil, fmt.Errorf("awsq: blob store name %q must match %s", name, tableName)
 	}
-	return &blobs{a: a, prefix: "blobs/" + name + "/"}, ctx.Err()
+	return &blobs{a: a, prefix: BlobPrefix(name), maxAge: broker.BlobConfig(opts).MaxAge}, ctx.Err()
 }
 
+// BlobPrefix is where the blob store name keeps its objects in the payload bucket: a
+// store with a MaxAge needs a lifecycle rule on it (awssetup) to reclaim the space.
+func BlobPrefix(name string) string { return "blobs/" + name + "/" }
+
 // blobs is one blob store: whole objects under a prefix, each Put one PutObject (atomic).
+// With a MaxAge, reads treat an object older than it as gone; the bucket's lifecycle rule
+// deletes it (at day granularity).
 type blobs struct {
 	a      *adapter
 	prefix string
+	maxAge time.Duration
 }
 
 var _ broker.Blobs = (*blobs)(nil)
@@ -76,6 +83,9 @@ func (b *blobs) Get(ctx context.Context, key string) ([]byte, string, error) {
 		return nil, "", b.fail(ctx, "get", key, err)
 	}
 	defer out.Body.Close()
+	if broker.BlobExpired(aws.ToTime(out.LastModified), b.maxAge, time.Now()) {
+		return nil, "", fmt.Errorf("awsq: blob %s: past its store's max age: %w", key, broker.ErrNotFound)
+	}
 	value, err := io.ReadAll(out.Body)
 	if err != nil {
 		return nil, "", fmt.Errorf("awsq: get blob %s: %w", key, ctxErr(ctx, err))
@@ -92,6 +102,9 @@ func (b *blobs) Version(ctx context.Context, key string) (string, error) {
 	out, err := b.a.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.a.cfg.Bucket), Key: k})
 	if err != nil {
 		return "", b.fail(ctx, "read the version of", key, err)
+	}
+	if broker.BlobExpired(aws.ToTime(out.LastModified), b.maxAge, time.Now()) {
+		return "", fmt.Errorf("awsq: blob %s: past its store's max age: %w", key, broker.ErrNotFound)
 	}
 	return out.Metadata[blobVersionMeta], nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 )
@@ -17,6 +18,7 @@ func blobContracts() []contract {
 		{"OverLimitIsTooLargeAndKeepsPrevious", testBlobTooLarge},
 		{"StoresAreSeparate", testBlobStores},
 		{"ConcurrentPutsLeaveOneWhole", testBlobConcurrent},
+		{"MaxAgeEndsABlob", testBlobMaxAge},
 	}
 }
 
@@ -162,5 +164,50 @@ func testBlobConcurrent(t *testing.T, h Harness) {
 	got, _, err := s.Get(ctx, "site.ann")
 	if err != nil || !(bytes.Equal(got, values[0]) || bytes.Equal(got, values[1])) {
 		t.Fatalf("after concurrent puts: expected one whole value, got %d bytes, %v", len(got), err)
+	}
+}
+
+// testBlobMaxAge: a store opened with a max age serves a blob until that long after its
+// Put and then says ErrNotFound (S3 dates objects to the second, hence 3 s); a Put after
+// that starts a new life; a store without one keeps its blobs.
+func testBlobMaxAge(t *testing.T, h Harness) {
+	b, s := openBlobs(t, h, "states")
+	ctx := t.Context()
+	const maxAge = 3 * time.Second
+	exp, err := b.Blobs(ctx, "pictures", broker.BlobMaxAge(maxAge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []broker.Blobs{s, exp} {
+		if _, err := st.Put(ctx, "job1", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := time.Now()
+	if got, _, err := exp.Get(ctx, "job1"); err != nil || string(got) != "x" {
+		t.Fatalf("a blob just put in a store with a max age: %q, %v", got, err)
+	}
+	for {
+		_, _, gerr := exp.Get(ctx, "job1")
+		_, verr := exp.Version(ctx, "job1")
+		if errors.Is(gerr, broker.ErrNotFound) && errors.Is(verr, broker.ErrNotFound) {
+			if age := time.Since(put); age < maxAge-time.Second { // S3's second: a put at .9 is dated .0
+				t.Fatalf("the blob ended %s after its put; max age %s", age, maxAge)
+			}
+			break
+		}
+		if time.Since(put) > maxAge+15*time.Second {
+			t.Fatalf("%s after its put, the blob is still there (get %v, version %v); max age %s", time.Since(put), gerr, verr, maxAge)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got, _, err := s.Get(ctx, "job1"); err != nil || string(got) != "x" {
+		t.Fatalf("a store without a max age lost its blob: %q, %v", got, err)
+	}
+	if _, err := exp.Put(ctx, "job1", []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := exp.Get(ctx, "job1"); err != nil || string(got) != "y" {
+		t.Fatalf("a blob put again after it ended: %q, %v", got, err)
 	}
 }

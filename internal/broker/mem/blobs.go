@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 )
@@ -20,11 +21,12 @@ type blobStore struct {
 type blob struct {
 	value   []byte
 	version string
+	at      time.Time // its Put
 }
 
 func newBlobStore() *blobStore { return &blobStore{stores: map[string]map[string]blob{}} }
 
-func (c *conn) blobs(ctx context.Context, name string) (broker.Blobs, error) {
+func (c *conn) blobs(ctx context.Context, name string, opts ...broker.BlobOption) (broker.Blobs, error) {
 	if err := c.check(ctx); err != nil {
 		return nil, err
 	}
@@ -37,13 +39,25 @@ func (c *conn) blobs(ctx context.Context, name string) (broker.Blobs, error) {
 	if s.stores[name] == nil {
 		s.stores[name] = map[string]blob{}
 	}
-	return &blobs{c: c, name: name}, nil
+	return &blobs{c: c, name: name, maxAge: broker.BlobConfig(opts).MaxAge}, nil
 }
 
 // blobs is one client's handle on a blob store.
 type blobs struct {
-	c    *conn
-	name string
+	c      *conn
+	name   string
+	maxAge time.Duration
+}
+
+// live returns key's blob unless it is missing or past the store's MaxAge (then it goes).
+// The caller holds the store's lock.
+func (b *blobs) live(m map[string]blob, key string) (blob, bool) {
+	bl, ok := m[key]
+	if ok && broker.BlobExpired(bl.at, b.maxAge, time.Now()) {
+		delete(m, key)
+		return blob{}, false
+	}
+	return bl, ok
 }
 
 var _ broker.Blobs = (*blobs)(nil)
@@ -70,7 +84,7 @@ func (b *blobs) Put(ctx context.Context, key string, value []byte) (string, erro
 	defer b.c.e.blobs.mu.Unlock()
 	b.c.e.blobs.rev++
 	v := strconv.FormatUint(b.c.e.blobs.rev, 10)
-	m[key] = blob{value: bytes.Clone(value), version: v}
+	m[key] = blob{value: bytes.Clone(value), version: v, at: time.Now()}
 	return v, nil
 }
 
@@ -80,7 +94,7 @@ func (b *blobs) Get(ctx context.Context, key string) ([]byte, string, error) {
 		return nil, "", err
 	}
 	defer b.c.e.blobs.mu.Unlock()
-	bl, ok := m[key]
+	bl, ok := b.live(m, key)
 	if !ok {
 		return nil, "", broker.ErrNotFound
 	}
@@ -93,7 +107,7 @@ func (b *blobs) Version(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	defer b.c.e.blobs.mu.Unlock()
-	bl, ok := m[key]
+	bl, ok := b.live(m, key)
 	if !ok {
 		return "", broker.ErrNotFound
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,7 +22,7 @@ type blobOpener struct {
 
 func newBlobOpener(a *adapter) *blobOpener { return &blobOpener{a: a, stores: map[string]*blobs{}} }
 
-func (o *blobOpener) open(ctx context.Context, name string) (broker.Blobs, error) {
+func (o *blobOpener) open(ctx context.Context, name string, opts ...broker.BlobOption) (broker.Blobs, error) {
 	if !tableName.MatchString(name) {
 		return nil, fmt.Errorf("natsjs: blob store name %q must match ^[a-z0-9_]+$", name)
 	}
@@ -30,20 +31,26 @@ func (o *blobOpener) open(ctx context.Context, name string) (broker.Blobs, error
 	if b := o.stores[name]; b != nil {
 		return b, nil
 	}
-	cfg := jetstream.ObjectStoreConfig{Bucket: "wo_b_" + name, Storage: jetstream.FileStorage, Replicas: o.a.cfg.Replicas}
+	maxAge := broker.BlobConfig(opts).MaxAge
+	cfg := jetstream.ObjectStoreConfig{Bucket: "wo_b_" + name, Storage: jetstream.FileStorage, Replicas: o.a.cfg.Replicas, TTL: maxAge}
 	obs, err := settle(ctx, o.a, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return o.a.js.CreateOrUpdateObjectStore(ctx, cfg)
 	})
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: object store %s: %w", name, err))
 	}
-	b := &blobs{obs: obs}
+	b := &blobs{obs: obs, maxAge: maxAge}
 	o.stores[name] = b
 	return b, nil
 }
 
-// blobs is a JetStream object store. A version is the object's NUID, new on every put.
-type blobs struct{ obs jetstream.ObjectStore }
+// blobs is a JetStream object store. A version is the object's NUID, new on every put. With
+// a MaxAge the server removes objects by age (the stream's MaxAge), and reads check the age
+// too: the server's expiry runs on a timer.
+type blobs struct {
+	obs    jetstream.ObjectStore
+	maxAge time.Duration
+}
 
 var _ broker.Blobs = (*blobs)(nil)
 
@@ -84,6 +91,9 @@ func (b *blobs) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", ctxErr(ctx, fmt.Errorf("natsjs: get blob %s: %w", key, err))
 	}
+	if broker.BlobExpired(info.ModTime, b.maxAge, time.Now()) {
+		return nil, "", broker.ErrNotFound
+	}
 	value, err := io.ReadAll(res)
 	if err != nil {
 		return nil, "", ctxErr(ctx, fmt.Errorf("natsjs: read blob %s: %w", key, err))
@@ -101,6 +111,9 @@ func (b *blobs) Version(ctx context.Context, key string) (string, error) {
 	}
 	if err != nil {
 		return "", ctxErr(ctx, fmt.Errorf("natsjs: blob %s: %w", key, err))
+	}
+	if broker.BlobExpired(info.ModTime, b.maxAge, time.Now()) {
+		return "", broker.ErrNotFound
 	}
 	return info.NUID, nil
 }
