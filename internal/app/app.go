@@ -272,6 +272,9 @@ func (a *App) buildServe(ctx context.Context, b *broker.Backend, hub *live.Hub) 
 		comps, local = append(comps, component{"workers", pool.Run}), pool.Status
 	}
 	comps = append(comps, component{"mail outbox", mail.outbox.Run}, component{"held mail notices", mail.in.Run})
+	if pics := a.pictures(); pics != nil {
+		comps = append(comps, component{"pictures retention", prunePictures(*pics)})
+	}
 	if mail.smtp != nil {
 		comps = append(comps, component{"SMTP intake", mail.smtp.Run})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
@@ -160,7 +161,7 @@ func (a *App) openShotsRemote(ctx context.Context, b *broker.Backend) error {
 	if w.Chromium == ChromiumOff || (w.Previews != PreviewsEngine && w.PreviewTarget == "") {
 		return nil
 	}
-	blobs, err := b.Blobs(ctx, shots.BlobStore)
+	blobs, err := b.Blobs(ctx, shots.BlobStore, broker.BlobMaxAge(shots.Keep))
 	if err != nil {
 		return fmt.Errorf("open the engine's pictures store: %w", err)
 	}
@@ -174,4 +175,21 @@ func (a *App) describeSandbox() string {
 		return "none (no jobs run here)"
 	}
 	return a.sandbox.String()
+}
+
+// prunePictures removes, now and every hour, the pictures serve fetched or its workers took
+// that are older than shots.Keep (a worker process prunes its own as it shoots).
+func prunePictures(s shots.Store) func(context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			s.Prune(time.Now())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/webordinary/webordinary/internal/broker/awsq"
+	"github.com/webordinary/webordinary/internal/shots"
 
 	"github.com/webordinary/webordinary/internal/awserr"
 )
@@ -38,6 +40,9 @@ const (
 	InboundDays = 30
 	// PayloadDays: claim-check payloads (normally deleted on ack) are swept after this many.
 	PayloadDays = 15
+	// PicturesDays: jobs' pictures (the blob store shots.BlobStore, opened with max age
+	// shots.Keep) are deleted after this many.
+	PicturesDays = int32(shots.Keep / (24 * time.Hour))
 	// InboundKeyPrefix is where SES's S3 action stores raw mail.
 	InboundKeyPrefix = "mail/"
 )
@@ -202,11 +207,13 @@ func (s *setup) lifecycle(ctx context.Context) error {
 }
 
 // PayloadRules are the payload bucket's lifecycle rules: job and result payloads expire after
-// PayloadDays; nothing else in the bucket does.
+// PayloadDays, jobs' pictures after PicturesDays; nothing else in the bucket does (agent
+// state, blobs/states/, stays until replaced).
 func PayloadRules() []s3types.LifecycleRule {
 	return []s3types.LifecycleRule{
 		expire("job-payloads", "inbox/", PayloadDays),
 		expire("result-payloads", "results/", PayloadDays),
+		expire("job-pictures", awsq.BlobPrefix(shots.BlobStore), PicturesDays),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -59,21 +60,18 @@ func TestSetupIsIdempotent(t *testing.T) {
 			t.Errorf("bucket %s: %v", name, err)
 		}
 	}
-	// The payload bucket's rules expire payloads and nothing else: a tenant's agent state
-	// (blobs/states/) outlives any number of idle days.
-	rules := lifecycles.rules(n.PayloadBucket)
-	var prefixes []string
-	for _, r := range rules {
-		prefixes = append(prefixes, r.Prefix)
+	// The payload bucket's rules expire payloads (15 days) and pictures (30) and nothing
+	// else: a tenant's agent state (blobs/states/) outlives any number of idle days.
+	var got []string
+	for _, r := range lifecycles.rules(n.PayloadBucket) {
+		got = append(got, fmt.Sprintf("%s %d", r.Prefix, r.Days))
 		if strings.HasPrefix("blobs/states/x", r.Prefix) {
 			t.Errorf("rule %s (prefix %q) expires agent state", r.ID, r.Prefix)
 		}
-		if r.Days != awssetup.PayloadDays {
-			t.Errorf("rule %s expires after %d days; want %d", r.ID, r.Days, awssetup.PayloadDays)
-		}
 	}
-	if slices.Sort(prefixes); !slices.Equal(prefixes, []string{"inbox/", "results/"}) {
-		t.Errorf("payload bucket rules cover %q; want the job and result payloads, inbox/ and results/", prefixes)
+	want := []string{fmt.Sprintf("blobs/shots/ %d", awssetup.PicturesDays), fmt.Sprintf("inbox/ %d", awssetup.PayloadDays), fmt.Sprintf("results/ %d", awssetup.PayloadDays)}
+	if slices.Sort(got); !slices.Equal(got, want) {
+		t.Errorf("payload bucket rules (prefix, days) %q; want %q", got, want)
 	}
 	if !strings.HasPrefix(n.InboundQueue, prefix) {
 		t.Errorf("inbound queue %q does not carry the prefix", n.InboundQueue)

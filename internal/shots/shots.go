@@ -109,7 +109,7 @@ type Shooter struct {
 	cfg    Config
 	store  Store
 	l      *launcher
-	pruned atomic.Int64 // when the cache was last pruned (Unix ns)
+	pruned atomic.Int64 // when the store was last pruned (Unix ns)
 }
 
 // New validates cfg and creates its directory. A missing browser is not an error: Shoot then
@@ -334,14 +334,14 @@ func (s *Shooter) renderOne(ctx context.Context, t *tab, req Request, c Candidat
 // cacheAge is how long cached pictures are kept for the jobs after.
 const cacheAge = 7 * 24 * time.Hour
 
-// maybePrune prunes the picture cache in the background, at most once an hour.
+// maybePrune prunes the store (Store.Prune) in the background, at most once an hour.
 func (s *Shooter) maybePrune() {
 	now := time.Now()
 	last := s.pruned.Load()
 	if now.UnixNano()-last < int64(time.Hour) || !s.pruned.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
-	go s.store.pruneCache(cacheAge, now)
+	go s.store.Prune(now)
 }
 
 func (s *Shooter) log(ctx context.Context, req Request, rep Report, err error) {

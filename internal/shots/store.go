@@ -227,6 +227,52 @@ func (s Store) put(jobID, name string, r result) error {
 	return nil
 }
 
+// Keep is how long a job's pictures are kept, on each machine and in the engine (BlobStore's
+// max age): as long as the job's record (30 days), after which its page is gone too.
+const Keep = 30 * 24 * time.Hour
+
+// Prune removes what has been kept long enough: the pictures of jobs taken here or fetched
+// (Dir/<job>/, Dir/.remote/<job>/) last written more than Keep before now, fetches a killed
+// process left (an hour), and cached pictures older than cacheAge. Best effort; safe beside
+// Shoot and reads, which write what they use anew.
+func (s Store) Prune(now time.Time) {
+	s.pruneCache(cacheAge, now)
+	pruneDirs(s.Dir, func(name string) time.Duration {
+		if strings.HasPrefix(name, ".") {
+			return 0 // .cache, .remote
+		}
+		return Keep
+	}, now)
+	pruneDirs(filepath.Join(s.Dir, remoteDirName), func(name string) time.Duration {
+		if strings.HasPrefix(name, ".fetch-") {
+			return time.Hour
+		}
+		return Keep
+	}, now)
+}
+
+// pruneDirs removes the directories in dir whose last write (the directory's or its
+// report's, whichever is later) is more than keep(name) before now; 0 keeps one.
+func pruneDirs(dir string, keep func(name string) time.Duration, now time.Time) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		k := keep(e.Name())
+		if !e.IsDir() || k == 0 {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		last := time.Time{}
+		for _, f := range []string{p, filepath.Join(p, reportName)} {
+			if fi, err := os.Stat(f); err == nil && fi.ModTime().After(last) {
+				last = fi.ModTime()
+			}
+		}
+		if !last.IsZero() && now.Sub(last) > k {
+			_ = os.RemoveAll(p)
+		}
+	}
+}
+
 // pruneCache deletes cached pictures older than maxAge; the jobs' own files stay.
 func (s Store) pruneCache(maxAge time.Duration, now time.Time) {
 	dir := filepath.Join(s.Dir, cacheDir)
