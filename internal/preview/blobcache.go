@@ -24,18 +24,44 @@ const DefaultCacheMax = 1 << 30
 // blobCache is a directory of blobs named by hash, filled from the engine on first use and
 // bounded: once it holds more than max bytes, the blobs used least recently go until it holds
 // three quarters of max. Content-addressed, so never stale, and any number of processes may
-// share the directory: each counts what it adds and, when its count passes max, lists the
-// directory and evicts by the later of a file's modification time and its own last use.
-// A blob another process evicted is fetched again on its next use.
+// share the directory: each counts what it adds (the caches of one process on one directory,
+// serve's preview server and its workers', share the count) and, when its count passes max
+// or its last listing is a minute old, lists the directory and evicts by the later of a
+// file's modification time (a hit an hour after the last one sets it) and its own last use.
+// Several processes adding at once can overshoot by what they add in a minute. A blob
+// another process evicted is fetched again on its next use.
 type blobCache struct {
 	dir   string
 	blobs broker.Blobs
 	max   int64
+	*dirCount
+}
 
+// dirCount is a process's count of one cache directory.
+type dirCount struct {
 	mu       sync.Mutex
 	used     map[string]time.Time // this process's last use, by name
 	size     int64                // bytes in the directory, as of the last listing plus what this process added since
+	listed   time.Time            // the last listing
 	evicting bool
+}
+
+// dirCounts are this process's counts, by absolute directory.
+var dirCounts = struct {
+	sync.Mutex
+	m map[string]*dirCount
+}{m: map[string]*dirCount{}}
+
+func countOf(dir string) *dirCount {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	dirCounts.Lock()
+	defer dirCounts.Unlock()
+	if dirCounts.m[dir] == nil {
+		dirCounts.m[dir] = &dirCount{used: map[string]time.Time{}}
+	}
+	return dirCounts.m[dir]
 }
 
 func newBlobCache(dir string, blobs broker.Blobs, max int64) (*blobCache, error) {
@@ -45,11 +71,14 @@ func newBlobCache(dir string, blobs broker.Blobs, max int64) (*blobCache, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("preview engine: %w", err)
 	}
-	c := &blobCache{dir: dir, blobs: blobs, max: cmp.Or(max, DefaultCacheMax), used: map[string]time.Time{}}
+	c := &blobCache{dir: dir, blobs: blobs, max: cmp.Or(max, DefaultCacheMax), dirCount: countOf(dir)}
 	c.mu.Lock()
+	busy := c.evicting
 	c.evicting = true
 	c.mu.Unlock()
-	c.evict() // counts what an earlier run left, and trims it if the bound is lower now
+	if !busy {
+		c.evict() // counts what an earlier run left, and trims it if the bound is lower now
+	}
 	return c, nil
 }
 
@@ -64,9 +93,13 @@ func (c *blobCache) Open(name string) (*os.File, error) {
 	}
 	p := filepath.Join(c.dir, name)
 	if f, err := os.Open(p); err == nil {
+		now := time.Now()
 		c.mu.Lock()
-		c.used[name] = time.Now()
+		c.used[name] = now
 		c.mu.Unlock()
+		if fi, err := f.Stat(); err == nil && now.Sub(fi.ModTime()) > time.Hour {
+			_ = os.Chtimes(p, time.Time{}, now) // recency other processes (and a restart) see
+		}
 		return f, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
@@ -78,17 +111,27 @@ func (c *blobCache) Open(name string) (*os.File, error) {
 	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != name {
 		return nil, fmt.Errorf("blob %s: the engine returned other content", name)
 	}
+	// Written and kept open under a temporary name, then renamed: the handle reads the blob
+	// even if an eviction (here or in another process) removes it a moment later.
 	tmp := tmpName(p)
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	_, err = f.Write(data)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		f.Close()
 		os.Remove(tmp)
 		return nil, err
 	}
-	f, err := os.Open(p) // before any eviction: an open file stays readable once removed
 	c.added(name, int64(len(data)))
-	return f, err
+	return f, nil
 }
 
 // added counts a blob this process wrote and evicts when the count passes max.
@@ -96,7 +139,7 @@ func (c *blobCache) added(name string, n int64) {
 	c.mu.Lock()
 	c.used[name] = time.Now()
 	c.size += n
-	over := c.size > c.max && !c.evicting
+	over := (c.size > c.max || time.Since(c.listed) > time.Minute) && !c.evicting
 	if over {
 		c.evicting = true
 	}
@@ -166,6 +209,7 @@ func (c *blobCache) evict() {
 		}
 	}
 	c.size += total - before // what other goroutines added meanwhile stays counted
+	c.listed = time.Now()
 	c.evicting = false
 }
 
