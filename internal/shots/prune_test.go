@@ -9,7 +9,8 @@ import (
 
 // TestPruneKeepsAJobsPicturesForKeep: Prune removes the pictures of jobs last written more
 // than Keep ago, taken here or fetched, and a fetch a killed process left; younger ones, a
-// job's pictures whose report was rewritten lately, and the cache's young pictures stay.
+// job's pictures whose report was rewritten lately, the cache's young pictures and an old
+// directory holding anything but pictures stay.
 func TestPruneKeepsAJobsPicturesForKeep(t *testing.T) {
 	t.Parallel()
 	s := Store{Dir: t.TempDir()}
@@ -45,6 +46,16 @@ func TestPruneKeepsAJobsPicturesForKeep(t *testing.T) {
 		mk(filepath.Join(remoteDirName, "job-young-fetched"), young, young),
 		mk(filepath.Join(remoteDirName, ".fetch-456"), now.Add(-time.Minute), time.Time{}),
 	}
+	// Not a job's: --shots given a directory shared with other things (say the data
+	// directory, whose jetstream/ changes rarely) loses nothing of theirs.
+	other := mk("jetstream", old, time.Time{})
+	if err := os.WriteFile(filepath.Join(other, "meta.inf"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(other, old, old); err != nil {
+		t.Fatal(err)
+	}
+	kept = append(kept, other)
 	cached := filepath.Join(s.Dir, cacheDir, "k.png")
 	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
 		t.Fatal(err)

@@ -251,8 +251,9 @@ func (s Store) Prune(now time.Time) {
 	}, now)
 }
 
-// pruneDirs removes the directories in dir whose last write (the directory's or its
-// report's, whichever is later) is more than keep(name) before now; 0 keeps one.
+// pruneDirs removes the directories in dir that hold only pictures and whose last write
+// (the directory's or its report's, whichever is later) is more than keep(name) before now;
+// 0 keeps one.
 func pruneDirs(dir string, keep func(name string) time.Duration, now time.Time) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -261,6 +262,9 @@ func pruneDirs(dir string, keep func(name string) time.Duration, now time.Time) 
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
+		if !onlyPictures(p) {
+			continue // not a job's: --shots may have been given a directory shared with other things
+		}
 		last := time.Time{}
 		for _, f := range []string{p, filepath.Join(p, reportName)} {
 			if fi, err := os.Stat(f); err == nil && fi.ModTime().After(last) {
@@ -271,6 +275,22 @@ func pruneDirs(dir string, keep func(name string) time.Duration, now time.Time) 
 			_ = os.RemoveAll(p)
 		}
 	}
+}
+
+// onlyPictures says whether dir holds nothing but files Shoot or a fetch writes, so removing
+// it can lose nothing else.
+func onlyPictures(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !e.Type().IsRegular() || !(validName.MatchString(n) || n == publishedName || n == versionName || n == ".report.tmp") {
+			return false
+		}
+	}
+	return true
 }
 
 // pruneCache deletes cached pictures older than maxAge; the jobs' own files stay.
