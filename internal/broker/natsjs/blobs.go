@@ -52,6 +52,17 @@ type blobs struct {
 	maxAge time.Duration
 }
 
+// readableFor is how long after its Put a blob is read: a tenth of the max age (at most a
+// minute) short of it. The object's chunks were stored before its info, which dates it, so
+// the server expires them first, and a read of a blob at the edge would wait for chunks
+// that are gone until its deadline instead of saying ErrNotFound.
+func (b *blobs) readableFor() time.Duration {
+	if b.maxAge <= 0 {
+		return 0
+	}
+	return b.maxAge - min(b.maxAge/10, time.Minute)
+}
+
 var _ broker.Blobs = (*blobs)(nil)
 
 func checkBlobKey(key string) error {
@@ -91,7 +102,7 @@ func (b *blobs) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", ctxErr(ctx, fmt.Errorf("natsjs: get blob %s: %w", key, err))
 	}
-	if broker.BlobExpired(info.ModTime, b.maxAge, time.Now()) {
+	if broker.BlobExpired(info.ModTime, b.readableFor(), time.Now()) {
 		return nil, "", broker.ErrNotFound
 	}
 	value, err := io.ReadAll(res)
@@ -112,7 +123,7 @@ func (b *blobs) Version(ctx context.Context, key string) (string, error) {
 	if err != nil {
 		return "", ctxErr(ctx, fmt.Errorf("natsjs: blob %s: %w", key, err))
 	}
-	if broker.BlobExpired(info.ModTime, b.maxAge, time.Now()) {
+	if broker.BlobExpired(info.ModTime, b.readableFor(), time.Now()) {
 		return "", broker.ErrNotFound
 	}
 	return info.NUID, nil
