@@ -152,7 +152,7 @@ echo "end $WO_PROJECT/$WO_USER $WO_INSTRUCTION $WO_LEASE_TOKEN $WO_JOB $(date +%
 // consumers, the buckets), each after a random election timeout: nats-server's 4–9s, which
 // it does not let a user configure (most runs 5–9s; when two candidates split the vote it
 // takes another round, which a loaded 2-core machine sees about once in five runs, 10–12s),
-// or the embedded cluster's 1.5–3.5s (natsjs raft.go). The bound leaves room for a loaded CI
+// or the embedded cluster's 2.5–4.5s (natsjs raft.go). The bound leaves room for a loaded CI
 // machine; the figure is logged.
 const failoverBound = 20 * time.Second
 

@@ -54,7 +54,7 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 	if d := members[1].Describe; !strings.Contains(d, "member n1 of cluster wo") {
 		t.Errorf("Describe %q", d)
 	}
-	// A member's raft groups elect a new leader after 1.5–3.5 s without one, not nats-server's 4–9 s.
+	// A member's raft groups elect a new leader after 2.5–4.5 s without one, not nats-server's 4–9 s.
 	if inForce, want := natsjs.RaftTiming(); inForce != want {
 		t.Errorf("raft timing (min election, max election, heartbeat) %v; want the embedded cluster's %v", inForce, want)
 	}

@@ -12,11 +12,14 @@ import (
 // follower that has heard nothing from its leader for a random 4–9 s starts an election, and
 // an idle leader says it is alive every second. After a member is killed, every stream,
 // bucket and consumer it led waits that long for a new leader, and so does webordinary's
-// work. A serve whose embedded server is a cluster member sets shorter ones, the ones
-// nats-server's own test suite runs its clusters with (elections after 1.5–3.5 s), with a
-// heartbeat every 250 ms: a leader beats only when it has sent nothing for a beat, so beats
-// can be up to two apart, which leaves three inside the shortest timeout (nats-server's own:
-// two). An external nats-server keeps its own timing: these variables are this process's.
+// work. A serve whose embedded server is a cluster member sets shorter ones: elections after
+// 2.5–4.5 s, with a heartbeat every 250 ms. A leader beats only when it has sent nothing for
+// a beat, so beats can be up to two apart: five inside the shortest timeout (nats-server's
+// own: two). The shortest is not lower because a member of an older webordinary (or a
+// nats-server) that leads still beats up to 2 s apart, and a member that gave up on it
+// sooner would call elections all through a rolling upgrade (raft has no pre-vote here).
+// nats-server's test suite runs its clusters at 1.5–3.5 s. An external nats-server keeps its
+// own timing: these variables are this process's.
 //
 // If nats-server renames one of them the build fails at link time ("relocation target …
 // not defined"); TestEmbeddedEnginesFormACluster checks they are in force.
@@ -32,8 +35,8 @@ var raftHeartbeat time.Duration
 
 // The embedded cluster's raft timing.
 const (
-	clusterMinElection = 1500 * time.Millisecond
-	clusterMaxElection = 3500 * time.Millisecond
+	clusterMinElection = 2500 * time.Millisecond
+	clusterMaxElection = 4500 * time.Millisecond
 	clusterHeartbeat   = 250 * time.Millisecond
 )
 
