@@ -13,12 +13,21 @@ import (
 
 // TestBlobMaxAgeFreesTheSpace: a blob past its store's max age is not only unreadable (the
 // conformance suite) but gone from the engine's disk: the object store's stream has the max
-// age and, soon after, holds nothing.
+// age and, soon after, holds nothing. A store made before max ages (a deployment upgraded)
+// gets it from the first process that opens it with one, old blobs included.
 func TestBlobMaxAgeFreesTheSpace(t *testing.T) {
 	t.Parallel()
 	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
 	ctx := t.Context()
-	s, err := env.Backend.Blobs(ctx, "pictures", broker.BlobMaxAge(time.Second))
+	before, err := env.Backend.Blobs(ctx, "pictures") // as an older binary opened it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := before.Put(ctx, "job0", bytes.Repeat([]byte("o"), 300<<10)); err != nil {
+		t.Fatal(err)
+	}
+	_, upgraded := natsjstest.Connect(t, env) // another process, of this version
+	s, err := upgraded.Blobs(ctx, "pictures", broker.BlobMaxAge(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
