@@ -184,7 +184,7 @@ func prunePictures(s shots.Store) func(context.Context) error {
 		t := time.NewTicker(time.Hour)
 		defer t.Stop()
 		for {
-			s.Prune(time.Now())
+			s.Prune(ctx, time.Now())
 			select {
 			case <-ctx.Done():
 				return nil

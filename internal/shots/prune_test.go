@@ -1,6 +1,7 @@
 package shots
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -63,7 +64,15 @@ func TestPruneKeepsAJobsPicturesForKeep(t *testing.T) {
 	if err := os.WriteFile(cached, []byte("png"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.Prune(now)
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	s.Prune(ended, now) // shutting down: nothing removed
+	for _, p := range gone {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s was pruned after the context ended: %v", p, err)
+		}
+	}
+	s.Prune(t.Context(), now)
 	for _, p := range gone {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s was kept (%v); want it pruned", p, err)

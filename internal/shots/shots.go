@@ -341,7 +341,7 @@ func (s *Shooter) maybePrune() {
 	if now.UnixNano()-last < int64(time.Hour) || !s.pruned.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
-	go s.store.Prune(now)
+	go s.store.Prune(context.Background(), now)
 }
 
 func (s *Shooter) log(ctx context.Context, req Request, rep Report, err error) {

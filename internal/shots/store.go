@@ -1,6 +1,7 @@
 package shots
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -234,16 +235,17 @@ const Keep = 30 * 24 * time.Hour
 // Prune removes what has been kept long enough: the pictures of jobs taken here or fetched
 // (Dir/<job>/, Dir/.remote/<job>/) last written more than Keep before now, fetches a killed
 // process left (an hour), and cached pictures older than cacheAge. Best effort; safe beside
-// Shoot and reads, which write what they use anew.
-func (s Store) Prune(now time.Time) {
+// Shoot and reads, which write what they use anew. It stops between directories once ctx
+// ends (a first sweep may have thousands to remove).
+func (s Store) Prune(ctx context.Context, now time.Time) {
 	s.pruneCache(cacheAge, now)
-	pruneDirs(s.Dir, func(name string) time.Duration {
+	pruneDirs(ctx, s.Dir, func(name string) time.Duration {
 		if strings.HasPrefix(name, ".") {
 			return 0 // .cache, .remote
 		}
 		return Keep
 	}, now)
-	pruneDirs(filepath.Join(s.Dir, remoteDirName), func(name string) time.Duration {
+	pruneDirs(ctx, filepath.Join(s.Dir, remoteDirName), func(name string) time.Duration {
 		if strings.HasPrefix(name, ".fetch-") {
 			return time.Hour
 		}
@@ -254,9 +256,12 @@ func (s Store) Prune(now time.Time) {
 // pruneDirs removes the directories in dir that hold only pictures and whose last write
 // (the directory's or its report's, whichever is later) is more than keep(name) before now;
 // 0 keeps one.
-func pruneDirs(dir string, keep func(name string) time.Duration, now time.Time) {
+func pruneDirs(ctx context.Context, dir string, keep func(name string) time.Duration, now time.Time) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
+		if ctx.Err() != nil {
+			return
+		}
 		k := keep(e.Name())
 		if !e.IsDir() || k == 0 {
 			continue
