@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,13 +73,7 @@ func newBlobCache(dir string, blobs broker.Blobs, max int64) (*blobCache, error)
 		return nil, fmt.Errorf("preview engine: %w", err)
 	}
 	c := &blobCache{dir: dir, blobs: blobs, max: cmp.Or(max, DefaultCacheMax), dirCount: countOf(dir)}
-	c.mu.Lock()
-	busy := c.evicting
-	c.evicting = true
-	c.mu.Unlock()
-	if !busy {
-		c.evict() // counts what an earlier run left, and trims it if the bound is lower now
-	}
+	c.maybeEvict() // counts what an earlier run left (unless another cache here just did), and trims it if over this bound
 	return c, nil
 }
 
@@ -130,33 +125,34 @@ func (c *blobCache) Open(name string) (*os.File, error) {
 		os.Remove(tmp)
 		return nil, err
 	}
-	c.added(name, int64(len(data)))
+	c.mu.Lock()
+	c.used[name] = time.Now()
+	c.size += int64(len(data))
+	c.mu.Unlock()
+	c.maybeEvict()
 	return f, nil
 }
 
-// added counts a blob this process wrote and evicts when the count passes max.
-func (c *blobCache) added(name string, n int64) {
+// maybeEvict evicts when the count is over max or the last listing is a minute old, unless
+// an eviction is under way.
+func (c *blobCache) maybeEvict() {
 	c.mu.Lock()
-	c.used[name] = time.Now()
-	c.size += n
-	over := (c.size > c.max || time.Since(c.listed) > time.Minute) && !c.evicting
-	if over {
-		c.evicting = true
+	if c.evicting || c.size <= c.max && time.Since(c.listed) <= time.Minute {
+		c.mu.Unlock()
+		return
 	}
+	c.evicting = true
+	before, used := c.size, maps.Clone(c.used)
 	c.mu.Unlock()
-	if over {
-		c.evict()
-	}
+	c.evict(before, used)
 }
 
 // evict lists the directory, removes the least recently used blobs until it holds at most
 // three quarters of max (never the most recent one), and recounts. Temporary files of fetches
 // that never finished (a process killed mid-write) go once they are older than a fetch may
-// take. The caller has set c.evicting.
-func (c *blobCache) evict() {
-	c.mu.Lock()
-	before := c.size
-	c.mu.Unlock()
+// take. before and used are the count and last uses when it began; the caller has set
+// c.evicting.
+func (c *blobCache) evict(before int64, used map[string]time.Time) {
 	type file struct {
 		name string
 		size int64
@@ -165,12 +161,6 @@ func (c *blobCache) evict() {
 	var files []file
 	var total int64
 	entries, _ := os.ReadDir(c.dir) // unreadable: nothing to count or remove
-	c.mu.Lock()
-	used := make(map[string]time.Time, len(c.used))
-	for k, v := range c.used {
-		used[k] = v
-	}
-	c.mu.Unlock()
 	for _, e := range entries {
 		info, err := e.Info()
 		if err != nil || !info.Mode().IsRegular() {
