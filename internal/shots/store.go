@@ -267,16 +267,15 @@ func pruneDirs(ctx context.Context, dir string, keep func(name string) time.Dura
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		if !onlyPictures(p) {
-			continue // not a job's: --shots may have been given a directory shared with other things
-		}
 		last := time.Time{}
 		for _, f := range []string{p, filepath.Join(p, reportName)} {
 			if fi, err := os.Stat(f); err == nil && fi.ModTime().After(last) {
 				last = fi.ModTime()
 			}
 		}
-		if !last.IsZero() && now.Sub(last) > k {
+		// Read only when old: not a job's if it holds anything else (--shots may have been
+		// given a directory shared with other things).
+		if !last.IsZero() && now.Sub(last) > k && onlyPictures(p) {
 			_ = os.RemoveAll(p)
 		}
 	}
