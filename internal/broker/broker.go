@@ -29,6 +29,10 @@ var (
 	ErrPartial = errors.New("part of the engine did not answer; the result is partial")
 )
 
+// JobRetention is how long every backend keeps a job's record after its last update; what
+// hangs off a job (its pictures) is kept as long.
+const JobRetention = 30 * 24 * time.Hour
+
 // Backend bundles one backend's implementation of every port.
 type Backend struct {
 	Inbox    Inbox

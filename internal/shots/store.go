@@ -229,8 +229,8 @@ func (s Store) put(jobID, name string, r result) error {
 }
 
 // Keep is how long a job's pictures are kept, on each machine and in the engine (BlobStore's
-// max age): as long as the job's record (30 days), after which its page is gone too.
-const Keep = 30 * 24 * time.Hour
+// max age): as long as the job's record (broker.JobRetention), after which its page is gone too.
+const Keep = broker.JobRetention
 
 // Prune removes what has been kept long enough: the pictures of jobs taken here or fetched
 // (Dir/<job>/, Dir/.remote/<job>/) last written more than Keep before now, fetches a killed

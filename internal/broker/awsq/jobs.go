@@ -23,7 +23,7 @@ var _ broker.Jobs = (*jobs)(nil)
 
 const (
 	recentPK  = "recent"
-	retention = 30 * 24 * time.Hour
+	retention = broker.JobRetention
 )
 
 func jobKey(id string) item { return key("job#"+id, noSK) }

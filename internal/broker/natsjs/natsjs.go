@@ -47,7 +47,8 @@ type Config struct {
 	ResultAckWait time.Duration
 	// DedupWindow bounds idempotent Publish of jobs and results. Default 2m.
 	DedupWindow time.Duration
-	// JobRetention is how long job records are kept after their last update. Default 30 days.
+	// JobRetention is how long job records are kept after their last update. Default
+	// broker.JobRetention (30 days).
 	JobRetention time.Duration
 	// InboxShards is how many streams a new deployment's inbox is split over, by tenant
 	// (WO_IN, WO_IN_1, …). A server writes and fsyncs each stream's messages one after
@@ -71,7 +72,7 @@ func (c Config) withDefaults() Config {
 		c.DedupWindow = 2 * time.Minute
 	}
 	if c.JobRetention == 0 {
-		c.JobRetention = 30 * 24 * time.Hour
+		c.JobRetention = broker.JobRetention
 	}
 	if c.InboxShards <= 0 {
 		c.InboxShards = defaultInboxShards
