@@ -80,12 +80,7 @@ func TestShortWaitsLoseNoDelivery(t *testing.T) {
 // comes, on one server, for a consumer that is gone: this test deletes it and makes it again.
 func TestAPullWaitsForAConsumerNotYetReachable(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv := testServer(t)
-	b := testBackend(t, ctx, testConn(t, srv), Config{})
-	tn := mustTenant("p", "u")
-	q := openQueue(t, ctx, b, tn)
+	ctx, b, tn, q := queueOnAServer(t)
 	if err := q.s.DeleteConsumer(ctx, q.cfg.Durable); err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +111,7 @@ func TestAPullWaitsForAConsumerNotYetReachable(t *testing.T) {
 // consumer left without a leader) is replaced at once rather than waited for as if new.
 func TestAConsumerLeftBehindIsNotYoung(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv := testServer(t)
-	b := testBackend(t, ctx, testConn(t, srv), Config{})
-	tn := mustTenant("p", "u")
-	first := openQueue(t, ctx, b, tn)
+	ctx, b, tn, first := queueOnAServer(t)
 	time.Sleep(100 * time.Millisecond)
 	q := openQueue(t, ctx, b, tn)
 	if !first.opened.Equal(q.opened) {
@@ -145,6 +135,17 @@ func TestAConsumerLeftBehindIsNotYoung(t *testing.T) {
 }
 
 // openQueue opens tn's queue on b.
+// queueOnAServer opens tenant p/u's queue on a backend of a server of its own, all within a
+// minute.
+func queueOnAServer(t *testing.T) (context.Context, *broker.Backend, tenant.ID, *queue) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{})
+	tn := mustTenant("p", "u")
+	return ctx, b, tn, openQueue(t, ctx, b, tn)
+}
+
 func openQueue(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID) *queue {
 	t.Helper()
 	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
