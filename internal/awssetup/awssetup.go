@@ -185,8 +185,8 @@ func (s *setup) buckets(ctx context.Context) error {
 
 // lifecycle expires raw inbound mail and stray payloads (a job's or a result's, normally
 // deleted on ack). The payload bucket's blobs/ (agent state between jobs, pictures) is not
-// theirs: a rule over the whole bucket deleted every tenant's agent session 15 days after its
-// last job.
+// theirs: a rule over the whole bucket would delete every tenant's agent session 15 days
+// after its last job (PayloadRules).
 func (s *setup) lifecycle(ctx context.Context) error {
 	for b, rules := range map[string][]s3types.LifecycleRule{
 		s.n.InboundBucket: {expire("inbound-mail", InboundKeyPrefix, InboundDays)},

@@ -41,7 +41,7 @@ type Blobs interface {
 // BlobOption configures a blob store as Backend.Blobs opens it.
 type BlobOption func(*BlobOptions)
 
-// BlobOptions are what BlobOptions set; a backend reads them with BlobConfig.
+// BlobOptions are what the BlobOption values given set; a backend reads them with BlobConfig.
 type BlobOptions struct {
 	// MaxAge, when positive, ends each blob MaxAge after its last Put: Get and Version say
 	// ErrNotFound from then on, and the engine reclaims the space (NATS: the object store's

@@ -260,7 +260,7 @@ func clusterNotReady(err error) bool {
 			api.ErrorCode == errCodeTemporarilyUnavailable)
 }
 
-// JetStream's codes for "no suitable peers for placement" and "insufficient resources".
+// JetStream's error codes a forming cluster answers with (clusterNotReady).
 const (
 	errCodeNoPeers               jetstream.ErrorCode = 10005
 	errCodeInsufficientResources jetstream.ErrorCode = 10023
