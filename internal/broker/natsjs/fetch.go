@@ -89,6 +89,12 @@ func fetchNoWait(ctx context.Context, c jetstream.Consumer) (jetstream.Msg, erro
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	// "No responders" (and any other failure) is told, as fetchUntil tells it: fetchOne's last
+	// pull is one of these when less than a millisecond of the wait is left, and a consumer
+	// no server answers for must not pass for an empty one (its replacement would never come).
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, err
+	}
 	return nil, broker.ErrNoMessage
 }
 

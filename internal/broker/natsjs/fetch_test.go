@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
@@ -134,7 +136,24 @@ func TestAConsumerLeftBehindIsNotYoung(t *testing.T) {
 	}
 }
 
-// openQueue opens tn's queue on b.
+// TestAPullWithNoWaitTellsNoResponders: the shortest pull (no wait, fetchOne's last when
+// less than a millisecond is left) on a consumer no server answers for says so, as a longer
+// one does. It said "no message", and a queue whose consumer had lost its leader was then
+// taken for an empty one (seen in CI: TestAConsumerLeftBehindIsNotYoung, its 50 ms wait
+// spent in back-offs on a loaded machine).
+func TestAPullWithNoWaitTellsNoResponders(t *testing.T) {
+	t.Parallel()
+	ctx, _, _, q := queueOnAServer(t)
+	if err := q.s.DeleteConsumer(ctx, q.cfg.Durable); err != nil {
+		t.Fatal(err)
+	}
+	for _, wait := range []time.Duration{0, 20 * time.Millisecond} {
+		if _, err := fetchOne(ctx, q.c, wait); !errors.Is(err, nats.ErrNoResponders) {
+			t.Errorf("a pull waiting %s on a consumer that is gone: %v, want no responders", wait, err)
+		}
+	}
+}
+
 // queueOnAServer opens tenant p/u's queue on a backend of a server of its own, all within a
 // minute.
 func queueOnAServer(t *testing.T) (context.Context, *broker.Backend, tenant.ID, *queue) {
@@ -146,6 +165,7 @@ func queueOnAServer(t *testing.T) (context.Context, *broker.Backend, tenant.ID, 
 	return ctx, b, tn, openQueue(t, ctx, b, tn)
 }
 
+// openQueue opens tn's queue on b.
 func openQueue(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID) *queue {
 	t.Helper()
 	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
