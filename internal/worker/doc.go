@@ -4,6 +4,6 @@
 // idle for a while — or early, when other tenants are waiting for a worker.
 //
 // Order of operations that keeps "nothing stuck" true (see ARCHITECTURE.md): on release the
-// worker deletes the tenant's consumer, then compare-and-deletes the lease, then reads the
+// worker closes the tenant's queue, then compare-and-deletes the lease, then reads the
 // tenant's pending count and requests a claim when it is not zero.
 package worker

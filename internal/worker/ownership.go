@@ -180,7 +180,7 @@ func (o *ownership) shouldRelease(ctx context.Context, need int64) bool {
 
 // nothingPending reports whether the tenant has no job pending, or has had its queue for
 // longer than stuckAfter without a delivery. A queue may be late to deliver a job that is
-// there: a consumer just made while a cluster elects leaders
+// there: a consumer just made while a cluster elected leaders, when natsjs's queues were consumers
 // (TestAClaimWithJobsPendingIsNotReleasedAsEmpty). A count that fails says nothing: not yet.
 func (o *ownership) nothingPending(ctx context.Context) bool {
 	if time.Since(o.claimedAt) >= o.stuckAfter() {
@@ -304,7 +304,7 @@ func (o *ownership) checkLease(ctx context.Context) error {
 	return nil
 }
 
-// release hands the tenant back: consumer, then the warm hint (unless this process is
+// release hands the tenant back: its queue, then the warm hint (unless this process is
 // leaving), then lease (compare-and-delete), then a claim request when jobs are still
 // pending. A lost lease is not ours to touch.
 func (o *ownership) release(q broker.Queue, warm bool) {

@@ -4,7 +4,8 @@
 //
 // Layout on the server:
 //
-//	stream WO_IN       wo.in.<project>.<user>   work queue, fsync'd; one consumer per owned tenant (memory state);
+//	stream WO_IN       wo.in.<project>.<user>   work queue, fsync'd, no consumers: a tenant's owner reads its
+//	                                            first message and removes it when done (queue.go);
 //	                                            records the inbox's shards (metadata wo_inbox_shards)
 //	stream WO_IN_<k>   wo.in<k>.<project>.<user> shard k of the inbox (k ≥ 1), the same; a tenant's shard is a hash of it
 //	stream WO_RESULTS  wo.out.<project>.<user>  limits (7 days), fsync'd; consumer "router"
@@ -15,10 +16,7 @@
 //	KV wo_claims       <project>.<user>         claim requests in memory: one record per tenant (since, hand-out)
 //	KV wo_t_<name>     (Table)                  projects, threads, mail index
 //	core subject       wo.sig.<project>.<user>  interrupts and release requests (best effort)
-//
-// A tenant's consumer exists only while the tenant is owned (created by Open, deleted by
-// Close): JetStream's ack cost grows with the number of consumers on a stream and 2.15 caps a
-// stream at 1,000 consumers by default, so consumers = owned tenants.
+//	core subject       wo.wake.<project>.<user> "a job was stored": wakes the tenant's owner waiting in Next
 //
 // Claims are a KV bucket rather than a queue because they are served in an order a stream
 // cannot keep: oldest since first, one request per tenant. Each backend instance watches the

@@ -19,9 +19,9 @@ import (
 // server's answer (a message, or its "expired" status). A pull the client gave up on by its
 // own clock could still be answered with a message a moment later, by a server whose clock
 // for the pull started later (it got the request late, under load); that message would go
-// to a closed inbox and stay unacknowledged for the consumer's whole AckWait, and with one
-// delivery in flight per tenant, the tenant's queue would stop that long
-// (TestShortWaitsLoseNoDelivery). Only ctx ending cuts the wait short.
+// to a closed inbox and stay unacknowledged for the consumer's whole AckWait (seen in bench
+// when tenants' queues were consumers with one delivery in flight each: a tenant stopped
+// for 15 s). Only ctx ending cuts the wait short.
 //
 // A pull answered "no responders" (a consumer that no server here can reach yet: one just
 // made on a cluster, or one whose leader was lost) is pulled again, backing off, while the

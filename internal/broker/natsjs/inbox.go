@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,66 +41,7 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 	if err != nil {
 		return ctxErr(ctx, fmt.Errorf("natsjs: publish job %s: %w", job.ID, err))
 	}
-	return nil
-}
-
-func consumerName(t tenant.ID) string { return "in_" + t.Name() }
-
-// Open creates the tenant's consumer. A consumer left behind by a previous owner that still
-// has a delivery in flight is replaced, so that delivery is available at once instead of
-// after its AckWait.
-func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions) (broker.Queue, error) {
-	if opts.AckWait == 0 {
-		opts.AckWait = time.Minute
-	}
-	sh := in.a.shardOf(t)
-	q := &queue{in: in, t: t, s: sh.Stream, cfg: jetstream.ConsumerConfig{
-		Durable: consumerName(t), FilterSubject: sh.subject + t.Subject(),
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: opts.AckWait,
-		MaxAckPending: 1, MaxDeliver: -1, InactiveThreshold: time.Hour,
-		// The consumer's state need not survive a server restart: the stream keeps every
-		// unacknowledged message and a new consumer delivers them again. Memory means no fsync.
-		// A work queue's consumers must have its replicas.
-		MemoryStorage: true, Replicas: in.a.cfg.Replicas,
-	}}
-	if err := q.open(ctx); err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("natsjs: open queue %s: %w", t, err))
-	}
-	return q, nil
-}
-
-// open creates the consumer, replacing one left with a delivery in flight.
-func (q *queue) open(ctx context.Context) error {
-	c, err := q.s.CreateOrUpdateConsumer(ctx, q.cfg)
-	if err == nil && c.CachedInfo().NumAckPending > 0 {
-		if err = q.s.DeleteConsumer(ctx, q.cfg.Durable); err == nil {
-			c, err = q.s.CreateOrUpdateConsumer(ctx, q.cfg)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	q.c, q.opened = c, createdAt(c)
-	return nil
-}
-
-// reopen replaces the consumer, whose server no longer answers. A delete that gets no answer
-// may still have happened (a consumer without a leader has no one to confirm it; seen on a
-// cluster that lost a node, for as long as the test waited): the create is tried anyway, and
-// succeeds once the old consumer is gone.
-func (q *queue) reopen(ctx context.Context) error {
-	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := q.s.DeleteConsumer(dctx, q.cfg.Durable)
-	cancel()
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		q.in.a.cfg.Logger.WarnContext(ctx, "replace tenant consumer: delete not confirmed; creating anyway",
-			slog.String("tenant", q.t.String()), slog.Any("err", err))
-	}
-	c, err := q.s.CreateOrUpdateConsumer(ctx, q.cfg)
-	if err != nil {
-		return err
-	}
-	q.c, q.opened = c, createdAt(c)
+	_ = in.a.nc.Publish(wakeSubject(job.Tenant), nil) // stored: an owner waiting for it reads again
 	return nil
 }
 
@@ -255,131 +195,6 @@ func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string
 		}
 	}
 	return out, nil
-}
-
-type queue struct {
-	in  *inbox
-	t   tenant.ID
-	s   jetstream.Stream // the tenant's shard
-	cfg jetstream.ConsumerConfig
-	c   jetstream.Consumer
-	// opened is when c was made (by anyone: Open finds a consumer a previous owner left):
-	// a consumer younger than reachableWithin that no server answers for is not replaced
-	// (TestAPullWaitsForAConsumerNotYetReachable); an older one is.
-	opened time.Time
-}
-
-// reachableWithin is how long a new consumer may take to be reachable from every server:
-// on a cluster that lost a node, a new consumer may wait out a whole election (up to 9 s).
-// One replaced sooner started another wait (a job done 28 s after the kill).
-const reachableWithin = 10 * time.Second
-
-// createdAt is when c was made, as its server says; now when it does not say (or says later).
-// A server whose clock is behind this machine's by more than reachableWithin makes every
-// consumer look old: one that does not answer yet is replaced at once, as before the wait.
-func createdAt(c jetstream.Consumer) time.Time {
-	now := time.Now()
-	if at := c.CachedInfo().Created; !at.IsZero() && at.Before(now) {
-		return at
-	}
-	return now
-}
-
-func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
-	m, err := fetchOne(ctx, q.c, wait)
-	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted):
-		// The server restarted and lost the in-memory consumer; the messages are still there.
-		// Still an error when the new one is made: the caller's next Next says whether it works
-		// (an owner counts failing Nexts to give up a tenant it cannot read).
-		if oerr := q.open(ctx); oerr != nil {
-			err = errors.Join(err, oerr)
-		}
-	case errors.Is(err, nats.ErrNoResponders) && time.Since(q.opened) < reachableWithin:
-		// Made a moment ago: the cluster has not yet told every server where it lives.
-		err = broker.ErrNoMessage
-	case errors.Is(err, nats.ErrNoResponders):
-		// No leader for the consumer (a cluster lost a node): a new consumer is placed on the
-		// servers that are up, rather than waiting out its election.
-		if rerr := q.reopen(ctx); rerr != nil {
-			err = errors.Join(err, rerr)
-		} else {
-			err = fmt.Errorf("%w (consumer replaced)", err)
-		}
-	}
-	if err != nil {
-		if errors.Is(err, broker.ErrNoMessage) || ctx.Err() != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
-	}
-	d, err := newDelivery(q, m)
-	if err != nil {
-		_ = m.Term() // undecodable: it could never run, and would pin its owner forever
-		return nil, broker.ErrNoMessage
-	}
-	return d, nil
-}
-
-func (q *queue) Close(ctx context.Context) error {
-	err := q.s.DeleteConsumer(ctx, consumerName(q.t))
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return ctxErr(ctx, fmt.Errorf("natsjs: close queue %s: %w", q.t, err))
-	}
-	return nil
-}
-
-type delivery struct {
-	q       *queue
-	m       jetstream.Msg
-	job     broker.Job
-	attempt int
-	behind  int
-}
-
-func newDelivery(q *queue, m jetstream.Msg) (*delivery, error) {
-	d := &delivery{q: q, m: m, attempt: 1, behind: -1}
-	if meta, err := m.Metadata(); err == nil {
-		d.attempt, d.behind = int(meta.NumDelivered), int(meta.NumPending)
-	}
-	if err := json.Unmarshal(m.Data(), &d.job); err != nil {
-		return d, fmt.Errorf("natsjs: undecodable job on %s: %w", m.Subject(), err)
-	}
-	if rev, err := strconv.ParseUint(m.Headers().Get(createdHeader), 10, 64); err == nil && rev > 0 {
-		q.in.jobs.seed(d.job, rev)
-	}
-	return d, nil
-}
-
-func (d *delivery) Job() broker.Job { return d.job }
-func (d *delivery) Attempt() int    { return d.attempt }
-func (d *delivery) Behind() int     { return d.behind }
-
-func (d *delivery) Extend(ctx context.Context) error {
-	return ctxErr(ctx, wrap("extend", d.job.ID, d.m.InProgress()))
-}
-
-// Ack does not wait for the server's confirmation: a lost ack means a redelivery, which the
-// worker settles idempotently from the job's final record.
-func (d *delivery) Ack(ctx context.Context) error {
-	err := d.m.Ack()
-	if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-		return nil
-	}
-	return ctxErr(ctx, wrap("ack", d.job.ID, err))
-}
-
-func (d *delivery) Retry(ctx context.Context, delay time.Duration) error {
-	return ctxErr(ctx, wrap("retry", d.job.ID, d.m.NakWithDelay(delay)))
-}
-
-func (d *delivery) DeadLetter(ctx context.Context, reason string) error {
-	data, _ := json.Marshal(broker.DeadLetter{Job: d.job, Reason: reason, At: time.Now()})
-	_, err := d.q.in.a.js.Publish(ctx, subjDLQ+d.q.t.Subject(), data, jetstream.WithMsgID("dlq-"+d.job.ID))
-	if err != nil {
-		return ctxErr(ctx, wrap("dead-letter", d.job.ID, err))
-	}
-	return d.Ack(ctx)
 }
 
 func wrap(op, id string, err error) error {

@@ -1,0 +1,383 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// A tenant's queue reads its jobs straight from the inbox stream: the owner (the lease makes
+// it the only one) gets the tenant's first message at or after its cursor, and removes it
+// from the stream when it is done. No consumer is made or deleted per claim: a consumer's
+// create and delete were two of the server's JetStream API requests on every claim (its
+// heaviest steps after the lease writes), and on a cluster each consumer was a raft group of
+// its own that had to elect a leader after a node was lost.
+//
+// One delivery at a time, as a consumer with MaxAckPending 1: Next returns nothing newer while
+// one is unsettled, and the unsettled one again once its AckWait has passed (Extend restarts
+// it). Retry leaves the message where it is, first in line, and holds it back for its delay.
+// Ack removes the message (one synced write, as a work queue's acknowledgement was), without
+// waiting for the server's answer; the cursor is past it, so it is not read again, and Close
+// waits for every removal, so a release reads the tenant's pending count after them.
+//
+// Reads: a direct get (served by the stream itself, not by the API's workers) on a stream with
+// one replica, whose only server is its leader; on more replicas the leader's message get, since
+// a follower may answer a direct get from behind (a job just published missed, or one just
+// removed served again). A job published by this client is followed by a signal on the tenant's
+// wake subject, sent once the stream has stored it, so an owner waiting for the tenant's next
+// job reads again at once; it also reads again every wakeEvery, for jobs published without one.
+
+// wakeEvery bounds a waiting owner's time between reads when no signal comes.
+const wakeEvery = time.Second
+
+func wakeSubject(t tenant.ID) string { return "wo.wake." + t.Subject() }
+
+type queue struct {
+	in      *inbox
+	t       tenant.ID
+	sh      shard
+	subj    string
+	ackWait time.Duration
+	poll    time.Duration // wakeEvery; a test sets it longer
+
+	mu       sync.Mutex
+	cursor   uint64    // the first sequence this queue has not removed
+	held     *delivery // the unsettled delivery (or the retried message), if any
+	due      time.Time // when held comes again
+	lastSeq  uint64    // the message last delivered, and how often
+	attempts int       //
+	removing sync.WaitGroup
+	failed   error // a removal that failed since the last Close
+	closed   bool
+}
+
+// Open makes the tenant's queue; the server keeps no state for it.
+func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions) (broker.Queue, error) {
+	if opts.AckWait <= 0 {
+		opts.AckWait = time.Minute
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sh := in.a.shardOf(t)
+	return &queue{in: in, t: t, sh: sh, subj: sh.subject + t.Subject(), ackWait: opts.AckWait, poll: wakeEvery, cursor: 1}, nil
+}
+
+func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
+	end := time.Now().Add(wait)
+	var woken *nats.Subscription // while this call waits for the tenant's next job
+	defer func() {
+		if woken != nil {
+			_ = woken.Unsubscribe()
+		}
+	}()
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return nil, fmt.Errorf("natsjs: next job for %s: the queue is closed", q.t)
+		}
+		if q.held != nil {
+			due := q.due
+			if now := time.Now(); now.Before(due) {
+				q.mu.Unlock()
+				if !now.Before(end) {
+					return nil, broker.ErrNoMessage
+				}
+				if err := sleepCtx(ctx, min(due.Sub(now), end.Sub(now))); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			q.held = nil // its AckWait or retry delay has passed: it is read again below
+		}
+		from := q.cursor
+		q.mu.Unlock()
+
+		d, err := q.get(ctx, from)
+		switch {
+		case err != nil:
+			return nil, err
+		case d != nil:
+			return d, nil
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return nil, broker.ErrNoMessage
+		}
+		if woken == nil {
+			// About to wait: listen for the signal, then read once more, so a job stored
+			// between the read above and the subscription is not waited for.
+			if woken, err = q.in.a.nc.SubscribeSync(wakeSubject(q.t)); err != nil {
+				return nil, ctxErr(ctx, fmt.Errorf("natsjs: next job for %s: %w", q.t, err))
+			}
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, min(left, q.poll))
+		_, _ = woken.NextMsgWithContext(wctx) // a signal, or the time to read anyway
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// get reads the tenant's first message at or after from; nil when there is none.
+func (q *queue) get(ctx context.Context, from uint64) (*delivery, error) {
+	for {
+		seq, m, behind, err := q.read(ctx, from)
+		if err != nil || m == nil {
+			return nil, err
+		}
+		d := &delivery{q: q, seq: seq, behind: behind}
+		if err := json.Unmarshal(m.Data, &d.job); err != nil {
+			// Undecodable: it could never run, and would pin its owner forever.
+			q.in.a.cfg.Logger.ErrorContext(ctx, "removing an undecodable job", slog.String("tenant", q.t.String()), slog.Uint64("seq", seq), slog.Any("err", err))
+			if err := q.remove(ctx, seq); err != nil {
+				return nil, err
+			}
+			from = seq + 1
+			continue
+		}
+		if rev, err := strconv.ParseUint(m.Header.Get(createdHeader), 10, 64); err == nil && rev > 0 {
+			d.created = rev
+			q.in.jobs.seed(d.job, rev)
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.cursor > seq { // removed meanwhile by this queue (a Close racing a Next)
+			return nil, nil
+		}
+		if seq == q.lastSeq {
+			q.attempts++
+		} else {
+			q.lastSeq, q.attempts = seq, 1
+		}
+		d.attempt = q.attempts
+		q.held, q.due = d, time.Now().Add(q.ackWait)
+		return d, nil
+	}
+}
+
+// read asks the stream for the tenant's first message at or after from: its sequence, the
+// message, and how many of the tenant's follow it (-1: not told).
+func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second) // as the JetStream client's default
+	defer cancel()
+	if cfg := q.sh.CachedInfo().Config; cfg.AllowDirect && cfg.Replicas <= 1 {
+		seq, m, behind, err := q.directRead(rctx, from)
+		if !errors.Is(err, nats.ErrNoResponders) { // else direct gets were turned off since (an older binary's setup)
+			return seq, m, behind, ctxErr(ctx, err)
+		}
+	}
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": q.subj})
+	resp, err := q.in.a.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+q.sh.name, req)
+	if err != nil {
+		return 0, nil, 0, ctxErr(ctx, fmt.Errorf("natsjs: next job for %s: %w", q.t, err))
+	}
+	var r struct {
+		Message *struct {
+			Seq    uint64 `json:"seq"`
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return 0, nil, 0, nil
+		}
+		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: %w", q.t, r.Error)
+	}
+	if r.Message == nil {
+		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: an answer without a message", q.t)
+	}
+	m := &nats.Msg{Subject: q.subj, Data: r.Message.Data, Header: nats.Header{}}
+	if len(r.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(r.Message.Header)
+		if err != nil {
+			return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: its headers: %w", q.t, err)
+		}
+		m.Header = h
+	}
+	return r.Message.Seq, m, -1, nil
+}
+
+// directRead is read's direct get, which also says how many of the tenant's messages follow.
+func (q *queue) directRead(ctx context.Context, from uint64) (uint64, *nats.Msg, int, error) {
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": q.subj, "batch": 1})
+	m, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+q.sh.name, req)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return 0, nil, 0, err
+	}
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
+	}
+	switch status := m.Header.Get("Status"); status {
+	case "":
+	case "404":
+		return 0, nil, 0, nil
+	default:
+		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: direct get answered %s %s", q.t, status, m.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: direct get without a sequence", q.t)
+	}
+	behind, err := strconv.Atoi(m.Header.Get("Nats-Num-Pending"))
+	if err != nil {
+		behind = -1
+	}
+	return seq, m, behind, nil
+}
+
+// remove deletes seq from the stream and waits for the answer; a message already gone is not
+// an error.
+func (q *queue) remove(ctx context.Context, seq uint64) error {
+	req, _ := json.Marshal(map[string]any{"seq": seq, "no_erase": true})
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+q.sh.name, req)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return err
+	}
+	if r.Error != nil && r.Error.ErrorCode != jsErrSequenceNotFound && !(r.Error.ErrorCode == jsErrMsgDeleteFailed && r.Error.Description == "no message found") {
+		return r.Error
+	}
+	return nil
+}
+
+// The server's error codes for a removal of a message that is not there.
+const (
+	jsErrSequenceNotFound jetstream.ErrorCode = 10043
+	jsErrMsgDeleteFailed  jetstream.ErrorCode = 10057
+)
+
+// settle ends d's delivery: removed (the cursor moves past it, the removal goes on in the
+// background) or held back until again.
+func (q *queue) settle(d *delivery, remove bool, again time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !remove {
+		if q.held == d {
+			q.due = again
+		}
+		return // a delivery already given up (its AckWait passed) is read again anyway
+	}
+	if q.cursor > d.seq {
+		return // removed already
+	}
+	if q.held != nil && q.held.seq == d.seq {
+		q.held = nil
+	}
+	q.cursor = d.seq + 1
+	q.removing.Add(1)
+	go func() {
+		defer q.removing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := q.remove(ctx, d.seq); err != nil {
+			q.mu.Lock()
+			q.failed = errors.Join(q.failed, fmt.Errorf("natsjs: remove job %s: %w", d.job.ID, err))
+			q.mu.Unlock()
+		}
+	}()
+}
+
+// Close waits for the removals of acknowledged jobs; an unsettled delivery stays in the
+// stream for the next Open.
+func (q *queue) Close(ctx context.Context) error {
+	q.mu.Lock()
+	q.closed, q.held = true, nil
+	q.mu.Unlock()
+	done := make(chan struct{})
+	go func() { q.removing.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	err := q.failed
+	q.failed = nil
+	if err != nil {
+		return fmt.Errorf("natsjs: close queue %s: %w", q.t, err)
+	}
+	return nil
+}
+
+type delivery struct {
+	q       *queue
+	seq     uint64
+	job     broker.Job
+	created uint64 // the revision its record was created at, when its message says
+	attempt int
+	behind  int
+}
+
+func (d *delivery) Job() broker.Job { return d.job }
+func (d *delivery) Attempt() int    { return d.attempt }
+func (d *delivery) Behind() int     { return d.behind }
+
+func (d *delivery) Extend(ctx context.Context) error {
+	d.q.mu.Lock()
+	defer d.q.mu.Unlock()
+	if d.q.held == d {
+		d.q.due = time.Now().Add(d.q.ackWait)
+	}
+	return ctx.Err()
+}
+
+// Ack does not wait for the server's confirmation: a lost removal means the job is read
+// again by a later owner, which settles it idempotently from its final record.
+func (d *delivery) Ack(ctx context.Context) error {
+	d.q.settle(d, true, time.Time{})
+	return ctx.Err()
+}
+
+func (d *delivery) Retry(ctx context.Context, delay time.Duration) error {
+	d.q.settle(d, false, time.Now().Add(delay))
+	return ctx.Err()
+}
+
+func (d *delivery) DeadLetter(ctx context.Context, reason string) error {
+	data, _ := json.Marshal(broker.DeadLetter{Job: d.job, Reason: reason, At: time.Now()})
+	_, err := d.q.in.a.js.Publish(ctx, subjDLQ+d.q.t.Subject(), data, jetstream.WithMsgID("dlq-"+d.job.ID))
+	if err != nil {
+		return ctxErr(ctx, wrap("dead-letter", d.job.ID, err))
+	}
+	return d.Ack(ctx)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

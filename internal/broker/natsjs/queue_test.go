@@ -1,0 +1,219 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+)
+
+// TestAWaitingOwnerIsWokenByAPublish: an owner waiting for its tenant's next job gets one
+// published meanwhile by another client at once, on the publish's signal: its reads without
+// one are set an hour apart here, as is the wait, and each job must come within 10 s.
+func TestAWaitingOwnerIsWokenByAPublish(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	router, worker := testBackend(t, ctx, testConn(t, srv), Config{}), testBackend(t, ctx, testConn(t, srv), Config{})
+	tn := mustTenant("p", "u")
+	q, err := worker.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.(*queue).poll = time.Hour
+	for i := range 5 { // before the wait's subscription, as it is made, and after
+		id := fmt.Sprint("j", i)
+		go func() {
+			time.Sleep(time.Duration(i) * 25 * time.Millisecond)
+			if err := router.Inbox.Publish(ctx, testJob(id, tn)); err != nil {
+				t.Error(err)
+			}
+		}()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		d, err := q.Next(wctx, time.Hour)
+		cancel()
+		if err != nil {
+			t.Fatalf("job %s, published during the wait: %v (no signal woke it)", id, err)
+		}
+		if d.Job().ID != id {
+			t.Fatalf("got %s, want %s", d.Job().ID, id)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAWaitingOwnerFindsAJobPublishedWithoutASignal: a job stored by a client that sends no
+// signal (an older binary's router) is read on the wait's next read without one.
+func TestAWaitingOwnerFindsAJobPublishedWithoutASignal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, nc, Config{})
+	tn := mustTenant("p", "u")
+	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	data, _ := json.Marshal(testJob("j", tn))
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := js.Publish(ctx, b.Inbox.(*inbox).a.shardOf(tn).subject+tn.Subject(), data); err != nil {
+			t.Error(err)
+		}
+	}()
+	d, err := q.Next(ctx, 10*time.Second)
+	if err != nil || d.Job().ID != "j" {
+		t.Fatalf("a job published without a signal during a 10 s wait: %v", err)
+	}
+}
+
+// TestAQueueReadsWithoutDirectGets: on a stream whose direct gets are off (an older binary's
+// setup turned them off, and this process's cached config still says on) a queue reads the
+// tenant's jobs through the leader's message get, as on more replicas: in order, with their
+// headers, one at a time, and removes them.
+func TestAQueueReadsWithoutDirectGets(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	var jobs []broker.Job
+	for i := range 3 {
+		job := testJob(fmt.Sprint("j", i), tn)
+		if err := b.Jobs.Create(ctx, broker.JobRecord{Job: job, State: broker.StateQueued}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Inbox.Publish(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, job)
+	}
+	js, _ := jetstream.New(nc)
+	cfg := b.Inbox.(*inbox).a.shardOf(tn).CachedInfo().Config
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range jobs {
+		d, err := q.Next(ctx, 5*time.Second)
+		if err != nil || d.Job().ID != job.ID {
+			t.Fatalf("want %s: %v", job.ID, err)
+		}
+		if d.(*delivery).created == 0 {
+			t.Errorf("%s read without its record's revision (its message's header)", job.ID)
+		}
+		if _, err := q.Next(ctx, 0); !errors.Is(err, broker.ErrNoMessage) {
+			t.Fatalf("with %s unsettled: %v, want nothing", job.ID, err)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
+		t.Fatalf("pending after the jobs were acknowledged and the queue closed: %d, %v", n, err)
+	}
+}
+
+// TestCloseWaitsForTheRemovals: Ack does not wait for the message's removal, Close does, so a
+// release that counts the tenant's pending jobs after closing its queue does not count those
+// it has done (and ask for a claim that finds nothing).
+func TestCloseWaitsForTheRemovals(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{})
+	tn := mustTenant("p", "u")
+	for round := range 20 {
+		for i := range 3 {
+			if err := b.Inbox.Publish(ctx, testJob(fmt.Sprint(round, "-", i), tn)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			d, err := q.Next(ctx, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
+			t.Fatalf("round %d: pending right after Close: %d, %v; want 0", round, n, err)
+		}
+	}
+}
+
+// TestAConsumerAnOlderBinaryLeftDoesNotHoldTheTenant: an older binary read a tenant through a
+// consumer of its own and left it with a delivery in flight (it crashed). The tenant's next
+// owner reads that job at once, and the ones behind it, in order.
+func TestAConsumerAnOlderBinaryLeftDoesNotHoldTheTenant(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{})
+	tn := mustTenant("p", "u")
+	for i := range 3 {
+		if err := b.Inbox.Publish(ctx, testJob(fmt.Sprint("j", i), tn)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := b.Inbox.(*inbox).a.shardOf(tn)
+	old, err := sh.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "in_" + tn.Name(), FilterSubject: sh.subject + tn.Subject(), AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: time.Hour, MaxAckPending: 1, MaxDeliver: -1, MemoryStorage: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := fetchOne(ctx, old, time.Second); err != nil || m == nil {
+		t.Fatalf("the older binary's fetch: %v", err)
+	}
+	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d, err := q.Next(ctx, 5*time.Second)
+		if err != nil || d.Job().ID != fmt.Sprint("j", i) {
+			t.Fatalf("want j%d: %v", i, err)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
