@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -37,6 +38,7 @@ import (
 // removed served again). A job published by this client is followed by a signal on the tenant's
 // wake subject, sent once the stream has stored it, so an owner waiting for the tenant's next
 // job reads again at once; it also reads again every wakeEvery, for jobs published without one.
+// The queue listens from its first wait to its Close.
 
 // wakeEvery bounds a waiting owner's time between reads when no signal comes.
 const wakeEvery = time.Second
@@ -52,11 +54,12 @@ type queue struct {
 	poll    time.Duration // wakeEvery; a test sets it longer
 
 	mu       sync.Mutex
-	cursor   uint64    // the first sequence this queue has not removed
-	held     *delivery // the unsettled delivery (or the retried message), if any
-	due      time.Time // when held comes again
-	lastSeq  uint64    // the message last delivered, and how often
-	attempts int       //
+	woken    *nats.Subscription // the wake subject's signals, from the first wait on
+	cursor   uint64             // the first sequence this queue has not removed
+	held     *delivery          // the unsettled delivery (or the retried message), if any
+	due      time.Time          // when held comes again
+	lastSeq  uint64             // the message last delivered, and how often
+	attempts int                //
 	removing sync.WaitGroup
 	failed   error // a removal that failed since the last Close
 	closed   bool
@@ -76,12 +79,6 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
 	end := time.Now().Add(wait)
-	var woken *nats.Subscription // while this call waits for the tenant's next job
-	defer func() {
-		if woken != nil {
-			_ = woken.Unsubscribe()
-		}
-	}()
 	for {
 		q.mu.Lock()
 		if q.closed {
@@ -102,7 +99,7 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 			}
 			q.held = nil // its AckWait or retry delay has passed: it is read again below
 		}
-		from := q.cursor
+		from, woken := q.cursor, q.woken
 		q.mu.Unlock()
 
 		d, err := q.get(ctx, from)
@@ -117,20 +114,42 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 			return nil, broker.ErrNoMessage
 		}
 		if woken == nil {
-			// About to wait: listen for the signal, then read once more, so a job stored
-			// between the read above and the subscription is not waited for.
-			if woken, err = q.in.a.nc.SubscribeSync(wakeSubject(q.t)); err != nil {
+			// The first wait: listen for the signal from now on, then read once more, so a
+			// job stored between the read above and the subscription is not waited for.
+			if err := q.listen(); err != nil {
 				return nil, ctxErr(ctx, fmt.Errorf("natsjs: next job for %s: %w", q.t, err))
 			}
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, min(left, q.poll))
-		_, _ = woken.NextMsgWithContext(wctx) // a signal, or the time to read anyway
+		_, err = woken.NextMsgWithContext(wctx) // a signal, or the time to read anyway
 		cancel()
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		case err != nil && !time.Now().Before(end):
+			return nil, broker.ErrNoMessage // the next Next reads first
 		}
 	}
+}
+
+// listen subscribes to the tenant's wake subject for the rest of the queue's life. Close
+// unsubscribes; a queue its owner drops without closing it (its lease was lost, and the
+// server's state is no longer its to touch) is unsubscribed when it is collected.
+func (q *queue) listen() error {
+	sub, err := q.in.a.nc.SubscribeSync(wakeSubject(q.t))
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.woken != nil {
+		_ = sub.Unsubscribe()
+		return nil
+	}
+	q.woken = sub
+	runtime.AddCleanup(q, func(s *nats.Subscription) { _ = s.Unsubscribe() }, sub)
+	return nil
 }
 
 // get reads the tenant's first message at or after from; nil when there is none.
@@ -310,7 +329,11 @@ func (q *queue) settle(d *delivery, remove bool, again time.Time) {
 func (q *queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	q.closed, q.held = true, nil
+	woken := q.woken
 	q.mu.Unlock()
+	if woken != nil {
+		_ = woken.Unsubscribe()
+	}
 	done := make(chan struct{})
 	go func() { q.removing.Wait(); close(done) }()
 	select {

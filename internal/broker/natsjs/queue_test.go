@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -215,5 +216,51 @@ func TestAConsumerAnOlderBinaryLeftDoesNotHoldTheTenant(t *testing.T) {
 	}
 	if err := q.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestADroppedQueueStopsListening: a queue listens for its tenant's signals from its first
+// wait; one its owner drops without closing it (the lease was lost: the owner touches nothing
+// more) stops listening once it is collected, and a closed one at once.
+func TestADroppedQueueStopsListening(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc := testConn(t, testServer(t))
+	b := testBackend(t, ctx, nc, Config{})
+	wait := func(q broker.Queue) {
+		if _, err := q.Next(ctx, 5*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
+			t.Fatalf("next on an empty queue: %v", err)
+		}
+	}
+	before := nc.NumSubscriptions()
+	q, err := b.Inbox.Open(ctx, mustTenant("p", "closed"), broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(q)
+	if n := nc.NumSubscriptions(); n != before+1 {
+		t.Fatalf("a waiting queue: %d subscriptions, want %d", n, before+1)
+	}
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := nc.NumSubscriptions(); n != before {
+		t.Fatalf("a closed queue: %d subscriptions, want %d", n, before)
+	}
+	func() {
+		q, err := b.Inbox.Open(ctx, mustTenant("p", "dropped"), broker.QueueOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait(q)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for nc.NumSubscriptions() != before {
+		if time.Now().After(deadline) {
+			t.Fatalf("a dropped queue still listens: %d subscriptions, want %d", nc.NumSubscriptions(), before)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
 	}
 }
