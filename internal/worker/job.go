@@ -134,23 +134,45 @@ func (o *ownership) settle(d broker.Delivery, rec broker.JobRecord, out Outcome,
 func (o *ownership) retry(d broker.Delivery, rec broker.JobRecord, perr error, log *slog.Logger) {
 	delay := o.w.cfg.RetryBackoff << rec.Failures
 	log.WarnContext(o.ctx, "job failed; will retry", slog.Int("failures", rec.Failures+1), slog.Duration("delay", delay), slog.Any("err", perr))
-	_, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+	cur, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+		if r.State.Final() {
+			return errSettled
+		}
 		r.State, r.LastError, r.Failures = broker.StateQueued, perr.Error(), r.Failures+1
 		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errSettled):
+		o.settledElsewhere(d, cur, log)
+		return
+	case err != nil:
 		log.ErrorContext(o.ctx, "record failed attempt", slog.Any("err", err))
 	}
 	_ = d.Retry(o.ctx, delay)
 }
 
+// settledElsewhere: the job's record became final while this owner ran it (another owner, one
+// that lost the lease without knowing it, finished it). Its record is kept, not made queued
+// again: the other may have removed the job's message, and nothing would make it final again.
+func (o *ownership) settledElsewhere(d broker.Delivery, rec broker.JobRecord, log *slog.Logger) {
+	log.WarnContext(o.ctx, "job finished by another owner meanwhile; keeping its final record", slog.String("state", string(rec.State)))
+	o.resettle(d, rec, log)
+}
+
 // handBack returns a job interrupted by shutdown to the queue without counting the attempt.
 func (o *ownership) handBack(d broker.Delivery, rec broker.JobRecord, log *slog.Logger) {
 	log.InfoContext(o.ctx, "shutdown: handing job back")
-	_, _ = o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+	cur, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+		if r.State.Final() {
+			return errSettled
+		}
 		r.State, r.Attempts, r.LastError = broker.StateQueued, max(r.Attempts-1, 0), ErrShutdown.Error()
 		return nil
 	})
+	if errors.Is(err, errSettled) {
+		o.settledElsewhere(d, cur, log)
+		return
+	}
 	_ = d.Retry(o.ctx, 0)
 }
 

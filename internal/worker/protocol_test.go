@@ -869,3 +869,43 @@ func TestLeastRecentlyActiveTenantIsHandedBack(t *testing.T) {
 		})
 	})
 }
+
+// TestAJobFinishedElsewhereIsNotMadeQueuedAgain: while this owner runs a job, another (one that
+// lost the lease without knowing it, a paused process) finishes it; this run then fails. The
+// retry must not write "queued" over the other's final record: with nothing left to deliver it
+// (the other removed its message) the record would say queued for good. The final record is
+// kept and re-settled, and the job does not run again.
+func TestAJobFinishedElsewhereIsNotMadeQueuedAgain(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		var runs atomic.Int32
+		f.pool(worker.Config{Workers: 1, MaxAttempts: 3, RetryBackoff: 50 * time.Millisecond, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				if task.Job.Instruction != "raced" {
+					return worker.Outcome{}, nil
+				}
+				runs.Add(1)
+				_, err := f.b.Jobs.Update(ctx, task.Job.ID, func(r *broker.JobRecord) error {
+					res := broker.Result{JobID: r.Job.ID, Tenant: r.Job.Tenant, State: broker.StateDone, Summary: "done elsewhere", FinishedAt: time.Now()}
+					r.State, r.Result, r.FinishedAt = broker.StateDone, &res, res.FinishedAt
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+				return worker.Outcome{ExitCode: 1}, errBoom
+			})})
+		raced := f.submit("site", "alice", "raced")
+		next := f.submit("site", "alice", "fine")
+		if g := f.wait(next.Job.ID, 20*time.Second); g.State != broker.StateDone {
+			t.Fatalf("next job ended %s", g.State)
+		}
+		got, err := f.b.Jobs.Get(f.ctx, raced.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != broker.StateDone || got.Result == nil || got.Result.Summary != "done elsewhere" || runs.Load() != 1 {
+			t.Fatalf("the job finished elsewhere: state %s, result %+v, runs %d; want its final record kept, one run", got.State, got.Result, runs.Load())
+		}
+	})
+}

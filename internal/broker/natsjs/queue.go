@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,7 +39,8 @@ import (
 // removed served again). A job published by this client is followed by a signal on the tenant's
 // wake subject, sent once the stream has stored it, so an owner waiting for the tenant's next
 // job reads again at once; it also reads again every wakeEvery, for jobs published without one.
-// The queue listens from its first wait to its Close.
+// The queue listens from its first wait to its Close. An owner with nothing to do reads once
+// a poll, however often it calls Next.
 
 // wakeEvery bounds a waiting owner's time between reads when no signal comes.
 const wakeEvery = time.Second
@@ -52,17 +54,22 @@ type queue struct {
 	subj    string
 	ackWait time.Duration
 	poll    time.Duration // wakeEvery; a test sets it longer
+	reads   atomic.Int64  // reads made, for tests
 
-	mu       sync.Mutex
-	woken    *nats.Subscription // the wake subject's signals, from the first wait on
-	cursor   uint64             // the first sequence this queue has not removed
-	held     *delivery          // the unsettled delivery (or the retried message), if any
-	due      time.Time          // when held comes again
-	lastSeq  uint64             // the message last delivered, and how often
-	attempts int                //
-	removing sync.WaitGroup
-	failed   error // a removal that failed since the last Close
-	closed   bool
+	wake chan struct{} // a signal, from the first wait on; one pending at most
+
+	mu        sync.Mutex
+	sub       *nats.Subscription // the wake subject's, from the first wait on
+	emptyAt   time.Time          // when the last read that found nothing started, while listening
+	emptyFrom uint64             // and at which cursor
+	cursor    uint64             // the first sequence this queue has not removed
+	held      *delivery          // the unsettled delivery (or the retried message), if any
+	due       time.Time          // when held comes again
+	lastSeq   uint64             // the message last delivered, and how often
+	attempts  int                //
+	removing  sync.WaitGroup
+	failed    error // the first removal that failed since the last Close
+	closed    bool
 }
 
 // Open makes the tenant's queue; the server keeps no state for it.
@@ -74,11 +81,12 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 		return nil, err
 	}
 	sh := in.a.shardOf(t)
-	return &queue{in: in, t: t, sh: sh, subj: sh.subject + t.Subject(), ackWait: opts.AckWait, poll: wakeEvery, cursor: 1}, nil
+	return &queue{in: in, t: t, sh: sh, subj: sh.subject + t.Subject(), ackWait: opts.AckWait, poll: wakeEvery, wake: make(chan struct{}, 1), cursor: 1}, nil
 }
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
 	end := time.Now().Add(wait)
+	woke := false // a signal came since the last read: read again
 	for {
 		q.mu.Lock()
 		if q.closed {
@@ -97,57 +105,87 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 				}
 				continue
 			}
-			q.held = nil // its AckWait or retry delay has passed: it is read again below
+			q.held, q.emptyAt = nil, time.Time{} // its AckWait or retry delay has passed: read it again
 		}
-		from, woken := q.cursor, q.woken
+		from, listening, emptyAt := q.cursor, q.sub != nil, q.emptyAt
+		// Nothing to read: the last read at this cursor found nothing, less than a poll ago,
+		// while listening, and no signal has come since (an idle owner's Nexts, one after
+		// another, read once a poll, not once each).
+		skip := listening && !woke && q.emptyFrom == from && time.Since(emptyAt) < q.poll && len(q.wake) == 0
 		q.mu.Unlock()
 
-		d, err := q.get(ctx, from)
-		switch {
-		case err != nil:
-			return nil, err
-		case d != nil:
-			return d, nil
+		if !skip {
+			if listening {
+				select { // a signal sent before this read is answered by it
+				case <-q.wake:
+				default:
+				}
+			}
+			start := time.Now()
+			d, err := q.get(ctx, from)
+			switch {
+			case err != nil:
+				return nil, err
+			case d != nil:
+				return d, nil
+			}
+			emptyAt, woke = start, false
+			if listening {
+				q.mu.Lock()
+				q.emptyAt, q.emptyFrom = start, from
+				q.mu.Unlock()
+			}
 		}
 		left := time.Until(end)
 		if left <= 0 {
 			return nil, broker.ErrNoMessage
 		}
-		if woken == nil {
-			// The first wait: listen for the signal from now on, then read once more, so a
-			// job stored between the read above and the subscription is not waited for.
+		if !listening {
+			// The first wait: listen for signals from now on, then read once more, so a job
+			// stored between the read above and the subscription is not waited for.
 			if err := q.listen(); err != nil {
 				return nil, ctxErr(ctx, fmt.Errorf("natsjs: next job for %s: %w", q.t, err))
 			}
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, min(left, q.poll))
-		_, err = woken.NextMsgWithContext(wctx) // a signal, or the time to read anyway
-		cancel()
-		switch {
-		case ctx.Err() != nil:
+		t := time.NewTimer(max(min(left, q.poll-time.Since(emptyAt)), time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return nil, ctx.Err()
-		case err != nil && !time.Now().Before(end):
-			return nil, broker.ErrNoMessage // the next Next reads first
+		case <-q.wake:
+			t.Stop()
+			woke = true
+		case <-t.C:
+			if !time.Now().Before(end) {
+				return nil, broker.ErrNoMessage // the next Next reads when it is time
+			}
 		}
 	}
 }
 
-// listen subscribes to the tenant's wake subject for the rest of the queue's life. Close
-// unsubscribes; a queue its owner drops without closing it (its lease was lost, and the
-// server's state is no longer its to touch) is unsubscribed when it is collected.
+// listen subscribes to the tenant's wake subject for the rest of the queue's life; signals
+// that come while one is pending are merged into it. Close unsubscribes; a queue its owner
+// drops without closing it (its lease was lost, and the server's state is no longer its to
+// touch) is unsubscribed when it is collected.
 func (q *queue) listen() error {
-	sub, err := q.in.a.nc.SubscribeSync(wakeSubject(q.t))
+	wake := q.wake // the handler must not hold q, or q is never collected
+	sub, err := q.in.a.nc.Subscribe(wakeSubject(q.t), func(*nats.Msg) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
 	if err != nil {
 		return err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.woken != nil {
+	if q.closed || q.sub != nil {
 		_ = sub.Unsubscribe()
 		return nil
 	}
-	q.woken = sub
+	q.sub = sub
 	runtime.AddCleanup(q, func(s *nats.Subscription) { _ = s.Unsubscribe() }, sub)
 	return nil
 }
@@ -164,7 +202,7 @@ func (q *queue) get(ctx context.Context, from uint64) (*delivery, error) {
 			// Undecodable: it could never run, and would pin its owner forever.
 			q.in.a.cfg.Logger.ErrorContext(ctx, "removing an undecodable job", slog.String("tenant", q.t.String()), slog.Uint64("seq", seq), slog.Any("err", err))
 			if err := q.remove(ctx, seq); err != nil {
-				return nil, err
+				return nil, ctxErr(ctx, fmt.Errorf("natsjs: next job for %s: remove undecodable message %d: %w", q.t, seq, err))
 			}
 			from = seq + 1
 			continue
@@ -174,17 +212,19 @@ func (q *queue) get(ctx context.Context, from uint64) (*delivery, error) {
 			q.in.jobs.seed(d.job, rev)
 		}
 		q.mu.Lock()
-		defer q.mu.Unlock()
-		if q.cursor > seq { // removed meanwhile by this queue (a Close racing a Next)
-			return nil, nil
+		if q.cursor > seq { // acknowledged meanwhile (a late Ack of a delivery given up): read on
+			from = q.cursor
+			q.mu.Unlock()
+			continue
 		}
+		defer q.mu.Unlock()
 		if seq == q.lastSeq {
 			q.attempts++
 		} else {
 			q.lastSeq, q.attempts = seq, 1
 		}
 		d.attempt = q.attempts
-		q.held, q.due = d, time.Now().Add(q.ackWait)
+		q.held, q.due, q.emptyAt = d, time.Now().Add(q.ackWait), time.Time{}
 		return d, nil
 	}
 }
@@ -192,6 +232,7 @@ func (q *queue) get(ctx context.Context, from uint64) (*delivery, error) {
 // read asks the stream for the tenant's first message at or after from: its sequence, the
 // message, and how many of the tenant's follow it (-1: not told).
 func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, error) {
+	q.reads.Add(1)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second) // as the JetStream client's default
 	defer cancel()
 	if cfg := q.sh.CachedInfo().Config; cfg.AllowDirect && cfg.Replicas <= 1 {
@@ -300,7 +341,7 @@ func (q *queue) settle(d *delivery, remove bool, again time.Time) {
 	defer q.mu.Unlock()
 	if !remove {
 		if q.held == d {
-			q.due = again
+			q.due, d.retried = again, true
 		}
 		return // a delivery already given up (its AckWait passed) is read again anyway
 	}
@@ -311,14 +352,25 @@ func (q *queue) settle(d *delivery, remove bool, again time.Time) {
 		q.held = nil
 	}
 	q.cursor = d.seq + 1
-	q.removing.Add(1)
+	tracked := !q.closed // Close waits for it (an Ack after Close is not waited for)
+	if tracked {
+		q.removing.Add(1)
+	}
 	go func() {
-		defer q.removing.Done()
+		if tracked {
+			defer q.removing.Done()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := q.remove(ctx, d.seq); err != nil {
+			// Told now and at Close; the job stays in the stream, and its next reader
+			// re-settles it from its final record.
+			q.in.a.cfg.Logger.Warn("removing an acknowledged job failed; it will be settled again",
+				slog.String("tenant", q.t.String()), slog.String("job", d.job.ID), slog.Any("err", err))
 			q.mu.Lock()
-			q.failed = errors.Join(q.failed, fmt.Errorf("natsjs: remove job %s: %w", d.job.ID, err))
+			if q.failed == nil {
+				q.failed = fmt.Errorf("natsjs: remove job %s: %w", d.job.ID, err)
+			}
 			q.mu.Unlock()
 		}
 	}()
@@ -329,10 +381,10 @@ func (q *queue) settle(d *delivery, remove bool, again time.Time) {
 func (q *queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	q.closed, q.held = true, nil
-	woken := q.woken
+	sub := q.sub
 	q.mu.Unlock()
-	if woken != nil {
-		_ = woken.Unsubscribe()
+	if sub != nil {
+		_ = sub.Unsubscribe()
 	}
 	done := make(chan struct{})
 	go func() { q.removing.Wait(); close(done) }()
@@ -358,6 +410,7 @@ type delivery struct {
 	created uint64 // the revision its record was created at, when its message says
 	attempt int
 	behind  int
+	retried bool // by Retry: held back for its delay (under the queue's lock)
 }
 
 func (d *delivery) Job() broker.Job { return d.job }
@@ -367,7 +420,7 @@ func (d *delivery) Behind() int     { return d.behind }
 func (d *delivery) Extend(ctx context.Context) error {
 	d.q.mu.Lock()
 	defer d.q.mu.Unlock()
-	if d.q.held == d {
+	if d.q.held == d && !d.retried { // a Retry's delay is not stretched by a late heartbeat
 		d.q.due = time.Now().Add(d.q.ackWait)
 	}
 	return ctx.Err()

@@ -264,3 +264,48 @@ func TestADroppedQueueStopsListening(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestAnIdleOwnerReadsOnceAPoll: an owner with nothing to do calls Next again and again with
+// short waits (the worker's PollWait, 100 ms). It reads once a poll, not once a call, and
+// the signals of jobs it has already read do not each cost a read later.
+func TestAnIdleOwnerReadsOnceAPoll(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{})
+	tn := mustTenant("p", "u")
+	qq, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := qq.(*queue)
+	q.poll = 300 * time.Millisecond
+	if _, err := q.Next(ctx, time.Millisecond); !errors.Is(err, broker.ErrNoMessage) { // now listening
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := b.Inbox.Publish(ctx, testJob(fmt.Sprint("j", i), tn)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 {
+		d, err := q.Next(ctx, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, start := q.reads.Load(), time.Now()
+	for time.Since(start) < 1500*time.Millisecond {
+		if _, err := q.Next(ctx, 20*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
+			t.Fatal(err)
+		}
+	}
+	// 1.5 s of 20 ms waits: about 75 calls; a read every 300 ms is 5 or 6 (and one for a
+	// signal still on its way).
+	if n := q.reads.Load() - before; n > 12 {
+		t.Fatalf("an idle owner read %d times in 1.5 s with reads 300 ms apart: want about 6", n)
+	}
+}
