@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -119,23 +120,11 @@ func (r *run) runAgentRetrying(ctx context.Context, spec agent.Spec, req agent.R
 		}
 		r.log.InfoContext(ctx, "model service turned the agent away; running it again", slog.Duration("after", wait),
 			slog.Int("retry", r.modelRetries+1), slog.String("error", res.Error))
-		if !sleepCtx(ctx, wait) {
+		if retry.Sleep(ctx, wait) != nil {
 			return res, nil
 		}
 		r.modelWait += wait
 		r.modelRetries++
-	}
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -12,6 +12,18 @@ import (
 // client's whole default timeout (5 s) and miss the first answer after it.
 const Each = 2 * time.Second
 
+// Sleep waits d, or until ctx ends: then it returns ctx.Err().
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // Do calls try until it succeeds, stop says its error needs no other try, or ctx ends or
 // leaves too little time for another try (ctx's deadline bounds all the tries). Each try
 // gets a context bounded by Each; the waits between tries double from 100 ms to 1 s. again,
@@ -31,12 +43,8 @@ func Do(ctx context.Context, try func(context.Context) error, stop func(error) b
 		if again != nil {
 			again(err)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if Sleep(ctx, backoff) != nil {
 			return err
-		case <-t.C:
 		}
 	}
 }

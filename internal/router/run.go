@@ -10,6 +10,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -173,7 +174,7 @@ func (r *Router) watchExpired(ctx context.Context) {
 	for ctx.Err() == nil {
 		ch, err := r.b.Leases.Expired(ctx)
 		if err != nil || ch == nil {
-			sleepCtx(ctx, time.Second)
+			_ = retry.Sleep(ctx, time.Second)
 			continue
 		}
 		for t := range ch {
@@ -226,7 +227,7 @@ func (r *Router) consumeResults(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.WarnContext(ctx, "next result", slog.Any("err", err))
-				sleepCtx(ctx, time.Second)
+				_ = retry.Sleep(ctx, time.Second)
 			}
 			continue
 		}
@@ -291,12 +292,3 @@ func (r *Router) recordResult(ctx context.Context, res broker.Result) error {
 }
 
 var errAlreadyFinal = errors.New("record already final")
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}

@@ -70,7 +70,7 @@ func (o *ownership) run(shutdown context.Context) {
 		o.log.ErrorContext(o.ctx, "open tenant queue; giving the tenant up", slog.Any("err", err))
 		o.stuck = true // hand it to anyone, another process first
 		o.w.pool.avoid.add(o.tenant, time.Now().Add(o.stuckAfter()))
-		sleep(o.ctx, time.Second) // the engine is failing: do not spin through claims
+		_ = retry.Sleep(o.ctx, time.Second) // the engine is failing: do not spin through claims
 	} else {
 		o.serve(shutdown, q)
 	}
@@ -137,7 +137,7 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 					o.w.pool.avoid.add(o.tenant, time.Now().Add(2*o.stuckAfter()))
 					return
 				}
-				sleep(o.ctx, 100*time.Millisecond)
+				_ = retry.Sleep(o.ctx, 100*time.Millisecond)
 			}
 		default:
 			o.idle, o.drained, o.failingSince = false, d.Behind() == 0, time.Time{}

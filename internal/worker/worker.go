@@ -95,7 +95,7 @@ func (w *Worker) run(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log().ErrorContext(ctx, "receive claim", slog.Any("err", err))
-				sleep(ctx, time.Second)
+				_ = retry.Sleep(ctx, time.Second)
 			}
 			continue
 		}
@@ -201,12 +201,3 @@ func (w *Worker) acquire(ctx context.Context, t tenant.ID) (lease broker.Lease, 
 
 // claimDecision bounds deciding on one claim (pending count, lease, acknowledgement).
 const claimDecision = 10 * time.Second
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/retry"
 )
 
 // fetchOne pulls one message from c, waiting at most wait (and never past ctx's deadline).
@@ -41,12 +42,8 @@ func fetchOne(ctx context.Context, c jetstream.Consumer, wait time.Duration) (je
 		if !errors.Is(err, nats.ErrNoResponders) || time.Until(end) < backoff+time.Millisecond {
 			return m, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := retry.Sleep(ctx, backoff); err != nil {
+			return nil, err
 		}
 		wait = time.Until(end)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -100,7 +101,7 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 				if !now.Before(end) {
 					return nil, broker.ErrNoMessage
 				}
-				if err := sleepCtx(ctx, min(due.Sub(now), end.Sub(now))); err != nil {
+				if err := retry.Sleep(ctx, min(due.Sub(now), end.Sub(now))); err != nil {
 					return nil, err
 				}
 				continue
@@ -445,15 +446,4 @@ func (d *delivery) DeadLetter(ctx context.Context, reason string) error {
 		return ctxErr(ctx, wrap("dead-letter", d.job.ID, err))
 	}
 	return d.Ack(ctx)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/retry"
 )
 
 // Defaults.
@@ -130,7 +131,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			c.cfg.Logger.WarnContext(ctx, "sesin: receive", slog.Any("error", err))
-			sleep(ctx, time.Second)
+			_ = retry.Sleep(ctx, time.Second)
 			continue
 		}
 		c.Batch(ctx, msgs)
@@ -305,10 +306,3 @@ func (c *Consumer) later(ctx context.Context, m qtypes.Message, d time.Duration)
 }
 
 func seconds(d time.Duration) int { return int((max(d, 0) + time.Second - 1) / time.Second) }
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
