@@ -58,36 +58,25 @@ func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
 	return int(info.State.Subjects[subj]), nil
 }
 
-// directPending counts subj's messages with one direct get (its first message, whose
-// Nats-Num-Pending header says how many follow), served by the stream itself rather than
-// by the server's JetStream API workers (two per core, shared by every consumer create and
-// delete): two of a claim's API requests were these counts. Only on a stream with one
-// replica, whose only server is its leader: a follower may answer a direct get from behind,
-// and a count that misses a job just published would leave it unclaimed (a release reads
-// the count to ask for a claim). ok is false when it cannot tell (a stream without direct
-// gets, set so by an older binary): the caller asks the stream's info.
+// directPending counts subj's messages with one direct get (its first message says how many
+// follow): two of a claim's API requests were these counts. ok is false when it cannot tell
+// (more replicas, or a stream without direct gets, set so by an older binary): the caller
+// asks the stream's info, from its leader: a count that misses a job just published would
+// leave it unclaimed (a release reads the count to ask for a claim).
 func directPending(ctx context.Context, nc *nats.Conn, sh shard, subj string) (n int, ok bool) {
-	if cfg := sh.CachedInfo().Config; !cfg.AllowDirect || cfg.Replicas > 1 {
+	if !sh.direct() {
 		return 0, false
 	}
-	req, _ := json.Marshal(map[string]any{"seq": 1, "next_by_subj": subj, "batch": 1})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // as the JetStream client's default
 	defer cancel()
-	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+sh.name, req)
-	if err != nil {
+	_, m, behind, err := sh.firstDirect(ctx, nc, subj, 1)
+	switch {
+	case err != nil || m != nil && behind < 0:
 		return 0, false
-	}
-	switch m.Header.Get("Status") {
-	case "404":
+	case m == nil:
 		return 0, true
-	case "":
-		left, err := strconv.Atoi(m.Header.Get("Nats-Num-Pending"))
-		if err != nil || m.Header.Get("Nats-Subject") != subj {
-			return 0, false
-		}
-		return left + 1, true
 	}
-	return 0, false
+	return behind + 1, true
 }
 
 // Tenants asks every shard at once. Shards that do not answer (one electing a leader after a

@@ -236,9 +236,12 @@ func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, 
 	q.reads.Add(1)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second) // as the JetStream client's default
 	defer cancel()
-	if cfg := q.sh.CachedInfo().Config; cfg.AllowDirect && cfg.Replicas <= 1 {
-		seq, m, behind, err := q.directRead(rctx, from)
+	if q.sh.direct() {
+		seq, m, behind, err := q.sh.firstDirect(rctx, q.in.a.nc, q.subj, from)
 		if !errors.Is(err, nats.ErrNoResponders) { // else direct gets were turned off since (an older binary's setup)
+			if err != nil {
+				err = fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
+			}
 			return seq, m, behind, ctxErr(ctx, err)
 		}
 	}
@@ -276,34 +279,6 @@ func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, 
 		m.Header = h
 	}
 	return r.Message.Seq, m, -1, nil
-}
-
-// directRead is read's direct get, which also says how many of the tenant's messages follow.
-func (q *queue) directRead(ctx context.Context, from uint64) (uint64, *nats.Msg, int, error) {
-	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": q.subj, "batch": 1})
-	m, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+q.sh.name, req)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return 0, nil, 0, err
-	}
-	if err != nil {
-		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
-	}
-	switch status := m.Header.Get("Status"); status {
-	case "":
-	case "404":
-		return 0, nil, 0, nil
-	default:
-		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: direct get answered %s %s", q.t, status, m.Header.Get("Description"))
-	}
-	seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
-	if err != nil {
-		return 0, nil, 0, fmt.Errorf("natsjs: next job for %s: direct get without a sequence", q.t)
-	}
-	behind, err := strconv.Atoi(m.Header.Get("Nats-Num-Pending"))
-	if err != nil {
-		behind = -1
-	}
-	return seq, m, behind, nil
 }
 
 // remove deletes seq from the stream and waits for the answer; a message already gone is not

@@ -1,9 +1,13 @@
 package natsjs
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -42,4 +46,41 @@ func (a *adapter) shardOf(t tenant.ID) shard {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(t.Subject()))
 	return a.inbox[h.Sum32()%uint32(len(a.inbox))]
+}
+
+// direct reports whether a direct get of the shard can be trusted: on one replica, whose only
+// server is its leader. A follower may answer from behind: a job just published missed, or
+// one just removed served again. The config is this process's cached one: an older binary's
+// setup may have turned direct gets off since, and firstDirect then answers "no responders".
+func (sh shard) direct() bool {
+	cfg := sh.CachedInfo().Config
+	return cfg.AllowDirect && cfg.Replicas <= 1
+}
+
+// firstDirect gets subj's first message at or after sequence from with one direct get,
+// served by the stream itself rather than by the server's JetStream API workers (two per
+// core, shared by every client): its sequence, the message, and how many of subj's follow it
+// (-1: not told). The message is nil when there is none.
+func (sh shard) firstDirect(ctx context.Context, nc *nats.Conn, subj string, from uint64) (uint64, *nats.Msg, int, error) {
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": subj, "batch": 1})
+	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+sh.name, req)
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("direct get from %s: %w", sh.name, err)
+	}
+	switch status := m.Header.Get("Status"); status {
+	case "":
+	case "404":
+		return 0, nil, 0, nil
+	default:
+		return 0, nil, 0, fmt.Errorf("direct get from %s: answered %s %s", sh.name, status, m.Header.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil || m.Header.Get("Nats-Subject") != subj {
+		return 0, nil, 0, fmt.Errorf("direct get from %s: an answer without %s's sequence", sh.name, subj)
+	}
+	behind, err := strconv.Atoi(m.Header.Get("Nats-Num-Pending"))
+	if err != nil {
+		behind = -1
+	}
+	return seq, m, behind, nil
 }
