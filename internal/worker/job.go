@@ -65,24 +65,34 @@ func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 	job := d.Job()
 	o.w.set("running", o.leaseNow(), job.ID)
 	mark := func(r *broker.JobRecord) error {
-		switch {
-		case r.State.Final():
-			return errSettled
-		case r.Attempts >= crashStarts*o.w.cfg.MaxAttempts:
+		if r.Attempts >= crashStarts*o.w.cfg.MaxAttempts {
 			return errExhausted
 		}
 		r.State, r.Attempts, r.Worker, r.LeaseToken = broker.StateRunning, r.Attempts+1, o.w.id, o.token
 		r.StartedAt = time.Now()
 		return nil
 	}
-	rec, err := o.b.Jobs.Update(o.ctx, job.ID, mark)
+	rec, err := o.updateUnlessFinal(job.ID, mark)
 	if errors.Is(err, broker.ErrNotFound) {
 		err = o.b.Jobs.Create(o.ctx, broker.QueuedRecord(job))
 		if err == nil || errors.Is(err, broker.ErrExists) {
-			rec, err = o.b.Jobs.Update(o.ctx, job.ID, mark)
+			rec, err = o.updateUnlessFinal(job.ID, mark)
 		}
 	}
 	return rec, err
+}
+
+// updateUnlessFinal applies fn to the job's record unless the record is final, when it
+// returns errSettled and the record as it is: a final record (this job's earlier run, or
+// another owner's, one that lost the lease without knowing it) is only re-settled, never
+// made running or queued again.
+func (o *ownership) updateUnlessFinal(id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
+	return o.b.Jobs.Update(o.ctx, id, func(r *broker.JobRecord) error {
+		if r.State.Final() {
+			return errSettled
+		}
+		return fn(r)
+	})
 }
 
 // process runs the processor with a context cancelled by lease loss (cause ErrLeaseLost),
@@ -134,10 +144,7 @@ func (o *ownership) settle(d broker.Delivery, rec broker.JobRecord, out Outcome,
 func (o *ownership) retry(d broker.Delivery, rec broker.JobRecord, perr error, log *slog.Logger) {
 	delay := o.w.cfg.RetryBackoff << rec.Failures
 	log.WarnContext(o.ctx, "job failed; will retry", slog.Int("failures", rec.Failures+1), slog.Duration("delay", delay), slog.Any("err", perr))
-	cur, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
-		if r.State.Final() {
-			return errSettled
-		}
+	cur, err := o.updateUnlessFinal(rec.Job.ID, func(r *broker.JobRecord) error {
 		r.State, r.LastError, r.Failures = broker.StateQueued, perr.Error(), r.Failures+1
 		return nil
 	})
@@ -162,10 +169,7 @@ func (o *ownership) settledElsewhere(d broker.Delivery, rec broker.JobRecord, lo
 // handBack returns a job interrupted by shutdown to the queue without counting the attempt.
 func (o *ownership) handBack(d broker.Delivery, rec broker.JobRecord, log *slog.Logger) {
 	log.InfoContext(o.ctx, "shutdown: handing job back")
-	cur, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
-		if r.State.Final() {
-			return errSettled
-		}
+	cur, err := o.updateUnlessFinal(rec.Job.ID, func(r *broker.JobRecord) error {
 		r.State, r.Attempts, r.LastError = broker.StateQueued, max(r.Attempts-1, 0), ErrShutdown.Error()
 		return nil
 	})
