@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // TestAWaitingOwnerIsWokenByAPublish: an owner waiting for its tenant's next job gets one
@@ -24,11 +26,8 @@ func TestAWaitingOwnerIsWokenByAPublish(t *testing.T) {
 	srv := testServer(t)
 	router, worker := testBackend(t, ctx, testConn(t, srv), Config{}), testBackend(t, ctx, testConn(t, srv), Config{})
 	tn := mustTenant("p", "u")
-	q, err := worker.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.(*queue).poll = time.Hour
+	q := openTenant(t, ctx, worker, tn)
+	q.poll = time.Hour
 	for i := range 5 { // before the wait's subscription, as it is made, and after
 		id := fmt.Sprint("j", i)
 		go func() {
@@ -38,17 +37,8 @@ func TestAWaitingOwnerIsWokenByAPublish(t *testing.T) {
 			}
 		}()
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		d, err := q.Next(wctx, time.Hour)
+		takeInOrder(t, wctx, q, time.Hour, id) // fails when no signal wakes the wait
 		cancel()
-		if err != nil {
-			t.Fatalf("job %s, published during the wait: %v (no signal woke it)", id, err)
-		}
-		if d.Job().ID != id {
-			t.Fatalf("got %s, want %s", d.Job().ID, id)
-		}
-		if err := d.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if err := q.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -59,16 +49,9 @@ func TestAWaitingOwnerIsWokenByAPublish(t *testing.T) {
 // signal (an older binary's router) is read on the wait's next read without one.
 func TestAWaitingOwnerFindsAJobPublishedWithoutASignal(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv := testServer(t)
-	nc := testConn(t, srv)
-	b := testBackend(t, ctx, nc, Config{})
+	ctx, b, nc := aServer(t, Config{})
 	tn := mustTenant("p", "u")
-	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openTenant(t, ctx, b, tn)
 	js, _ := jetstream.New(nc)
 	data, _ := json.Marshal(testJob("j", tn))
 	go func() {
@@ -89,11 +72,7 @@ func TestAWaitingOwnerFindsAJobPublishedWithoutASignal(t *testing.T) {
 // headers, one at a time, and removes them.
 func TestAQueueReadsWithoutDirectGets(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv := testServer(t)
-	nc := testConn(t, srv)
-	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
+	ctx, b, nc := aServer(t, Config{InboxShards: 1})
 	tn := mustTenant("p", "u")
 	var jobs []broker.Job
 	for i := range 3 {
@@ -112,10 +91,7 @@ func TestAQueueReadsWithoutDirectGets(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openTenant(t, ctx, b, tn)
 	for _, job := range jobs {
 		d, err := q.Next(ctx, 5*time.Second)
 		if err != nil || d.Job().ID != job.ID {
@@ -144,29 +120,12 @@ func TestAQueueReadsWithoutDirectGets(t *testing.T) {
 // it has done (and ask for a claim that finds nothing).
 func TestCloseWaitsForTheRemovals(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{})
+	ctx, b, _ := aServer(t, Config{})
 	tn := mustTenant("p", "u")
 	for round := range 20 {
-		for i := range 3 {
-			if err := b.Inbox.Publish(ctx, testJob(fmt.Sprint(round, "-", i), tn)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 3 {
-			d, err := q.Next(ctx, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Ack(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		ids := publishJobs(t, ctx, b, tn, fmt.Sprint(round, "-"), 3)
+		q := openTenant(t, ctx, b, tn)
+		takeInOrder(t, ctx, q, 5*time.Second, ids...)
 		if err := q.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -181,15 +140,9 @@ func TestCloseWaitsForTheRemovals(t *testing.T) {
 // owner reads that job at once, and the ones behind it, in order.
 func TestAConsumerAnOlderBinaryLeftDoesNotHoldTheTenant(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{})
+	ctx, b, _ := aServer(t, Config{})
 	tn := mustTenant("p", "u")
-	for i := range 3 {
-		if err := b.Inbox.Publish(ctx, testJob(fmt.Sprint("j", i), tn)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids := publishJobs(t, ctx, b, tn, "j", 3)
 	sh := b.Inbox.(*inbox).a.shardOf(tn)
 	old, err := sh.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: "in_" + tn.Name(), FilterSubject: sh.subject + tn.Subject(), AckPolicy: jetstream.AckExplicitPolicy,
@@ -201,19 +154,8 @@ func TestAConsumerAnOlderBinaryLeftDoesNotHoldTheTenant(t *testing.T) {
 	if m, err := fetchOne(ctx, old, time.Second); err != nil || m == nil {
 		t.Fatalf("the older binary's fetch: %v", err)
 	}
-	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		d, err := q.Next(ctx, 5*time.Second)
-		if err != nil || d.Job().ID != fmt.Sprint("j", i) {
-			t.Fatalf("want j%d: %v", i, err)
-		}
-		if err := d.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	q := openTenant(t, ctx, b, tn)
+	takeInOrder(t, ctx, q, 5*time.Second, ids...)
 	if err := q.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -224,20 +166,14 @@ func TestAConsumerAnOlderBinaryLeftDoesNotHoldTheTenant(t *testing.T) {
 // more) stops listening once it is collected, and a closed one at once.
 func TestADroppedQueueStopsListening(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	nc := testConn(t, testServer(t))
-	b := testBackend(t, ctx, nc, Config{})
+	ctx, b, nc := aServer(t, Config{})
 	wait := func(q broker.Queue) {
 		if _, err := q.Next(ctx, 5*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
 			t.Fatalf("next on an empty queue: %v", err)
 		}
 	}
 	before := nc.NumSubscriptions()
-	q, err := b.Inbox.Open(ctx, mustTenant("p", "closed"), broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openTenant(t, ctx, b, mustTenant("p", "closed"))
 	wait(q)
 	if n := nc.NumSubscriptions(); n != before+1 {
 		t.Fatalf("a waiting queue: %d subscriptions, want %d", n, before+1)
@@ -248,13 +184,7 @@ func TestADroppedQueueStopsListening(t *testing.T) {
 	if n := nc.NumSubscriptions(); n != before {
 		t.Fatalf("a closed queue: %d subscriptions, want %d", n, before)
 	}
-	func() {
-		q, err := b.Inbox.Open(ctx, mustTenant("p", "dropped"), broker.QueueOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wait(q)
-	}()
+	func() { wait(openTenant(t, ctx, b, mustTenant("p", "dropped"))) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for nc.NumSubscriptions() != before {
 		if time.Now().After(deadline) {
@@ -270,33 +200,14 @@ func TestADroppedQueueStopsListening(t *testing.T) {
 // the signals of jobs it has already read do not each cost a read later.
 func TestAnIdleOwnerReadsOnceAPoll(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{})
+	ctx, b, _ := aServer(t, Config{})
 	tn := mustTenant("p", "u")
-	qq, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := qq.(*queue)
+	q := openTenant(t, ctx, b, tn)
 	q.poll = 300 * time.Millisecond
 	if _, err := q.Next(ctx, time.Millisecond); !errors.Is(err, broker.ErrNoMessage) { // now listening
 		t.Fatal(err)
 	}
-	for i := range 100 {
-		if err := b.Inbox.Publish(ctx, testJob(fmt.Sprint("j", i), tn)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 100 {
-		d, err := q.Next(ctx, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	takeInOrder(t, ctx, q, time.Second, publishJobs(t, ctx, b, tn, "j", 100)...)
 	before, start := q.reads.Load(), time.Now()
 	for time.Since(start) < 1500*time.Millisecond {
 		if _, err := q.Next(ctx, 20*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
@@ -307,5 +218,54 @@ func TestAnIdleOwnerReadsOnceAPoll(t *testing.T) {
 	// signal still on its way).
 	if n := q.reads.Load() - before; n > 12 {
 		t.Fatalf("an idle owner read %d times in 1.5 s with reads 300 ms apart: want about 6", n)
+	}
+}
+
+// aServer is a backend on a server of its own, its connection, and a minute for the test.
+func aServer(t *testing.T, cfg Config) (context.Context, *broker.Backend, *nats.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	nc := testConn(t, testServer(t))
+	return ctx, testBackend(t, ctx, nc, cfg), nc
+}
+
+func openTenant(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID) *queue {
+	t.Helper()
+	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.(*queue)
+}
+
+// publishJobs publishes n jobs to tn, named prefix and their number, and returns their ids in order.
+func publishJobs(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID, prefix string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint(prefix, i)
+		if err := b.Inbox.Publish(ctx, testJob(ids[i], tn)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// takeInOrder takes q's next deliveries, each within wait, which must be ids in order, and
+// acknowledges each.
+func takeInOrder(t *testing.T, ctx context.Context, q broker.Queue, wait time.Duration, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		d, err := q.Next(ctx, wait)
+		if err != nil {
+			t.Fatalf("want %s: %v", id, err)
+		}
+		if d.Job().ID != id {
+			t.Fatalf("got %s, want %s", d.Job().ID, id)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
