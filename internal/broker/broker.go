@@ -67,7 +67,10 @@ type Inbox interface {
 	// t's lease. Any delivery left unacknowledged by a previous holder becomes available
 	// again at once, first in line. Only one Queue per tenant may be open at a time.
 	Open(ctx context.Context, t tenant.ID, opts QueueOptions) (Queue, error)
-	// Pending counts t's messages not yet acknowledged (waiting or in flight).
+	// Pending counts t's messages not yet removed: waiting, in flight, and acknowledged ones
+	// an open queue has not removed yet. A backend may remove acknowledged messages together
+	// (natsjs: one synced write for several); a queue removes them at the latest once Next
+	// finds nothing to deliver, and before Close returns, so a count read after either is exact.
 	Pending(ctx context.Context, t tenant.ID) (int, error)
 	// Tenants returns every tenant with pending messages and their counts. When part of the
 	// engine does not answer it may return those of the rest with an error wrapping ErrPartial.
@@ -107,7 +110,8 @@ type Delivery interface {
 	Behind() int
 	// Extend resets the AckWait clock (a heartbeat while the job runs).
 	Extend(ctx context.Context) error
-	// Ack removes the message from the queue for good. Idempotent.
+	// Ack removes the message from the queue for good: it is never delivered again by this
+	// queue, and leaves Pending's count as Inbox.Pending tells. Idempotent.
 	Ack(ctx context.Context) error
 	// Retry gives the message back to be delivered again, first in line, after delay.
 	Retry(ctx context.Context, delay time.Duration) error

@@ -30,9 +30,16 @@ import (
 // One delivery at a time, as a consumer with MaxAckPending 1: Next returns nothing newer while
 // one is unsettled, and the unsettled one again once its AckWait has passed (Extend restarts
 // it). Retry leaves the message where it is, first in line, and holds it back for its delay.
-// Ack removes the message (one synced write, as a work queue's acknowledgement was), without
-// waiting for the server's answer; the cursor is past it, so it is not read again, and Close
-// waits for every removal, so a release reads the tenant's pending count after them.
+//
+// Ack moves the cursor past the message, so it is not read again; the messages below the
+// cursor are removed together, with one purge of the tenant's subject up to it (the server
+// writes their tombstones and fsyncs once): when the owner finds nothing more to read, every
+// maxOwed acknowledgements, and at Close, which waits for it, so a release reads the tenant's
+// pending count after them. A removal per Ack was a synced write and a JetStream API request
+// per job, a third of the server's synced writes. Only this tenure's acknowledged messages are
+// below the cursor (sequences grow: a job published later is above it). An owner that loses
+// its lease leaves what it had not removed: the next owner reads those jobs again and
+// re-settles them from their final records.
 //
 // Reads: a direct get (served by the stream itself, not by the API's workers) on a stream with
 // one replica, whose only server is its leader; on more replicas the leader's message get, since
@@ -45,6 +52,10 @@ import (
 
 // wakeEvery bounds a waiting owner's time between reads when no signal comes.
 const wakeEvery = time.Second
+
+// maxOwed is how many acknowledged messages an owner that keeps finding jobs leaves in the
+// stream before it removes them.
+const maxOwed = 16
 
 func wakeSubject(t tenant.ID) string { return "wo.wake." + t.Subject() }
 
@@ -63,13 +74,16 @@ type queue struct {
 	sub       *nats.Subscription // the wake subject's, from the first wait on
 	emptyAt   time.Time          // when the last read that found nothing started, while listening
 	emptyFrom uint64             // and at which cursor
-	cursor    uint64             // the first sequence this queue has not removed
+	cursor    uint64             // the first sequence this queue has not acknowledged
+	purgedTo  uint64             // the tenant's messages below it are removed (those below cursor are owed)
+	owed      int                // acknowledgements since the last purge began
+	purging   bool               // a purge is under way (one at a time)
 	held      *delivery          // the unsettled delivery (or the retried message), if any
 	due       time.Time          // when held comes again
 	lastSeq   uint64             // the message last delivered, and how often
 	attempts  int                //
-	removing  sync.WaitGroup
-	failed    error // the first removal that failed since the last Close
+	removing  sync.WaitGroup     // the purge under way
+	failed    error              // the first removal that failed since the last Close
 	closed    bool
 }
 
@@ -82,7 +96,7 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 		return nil, err
 	}
 	sh := in.a.shardOf(t)
-	return &queue{in: in, t: t, sh: sh, subj: sh.subject + t.Subject(), ackWait: opts.AckWait, poll: wakeEvery, wake: make(chan struct{}, 1), cursor: 1}, nil
+	return &queue{in: in, t: t, sh: sh, subj: sh.subject + t.Subject(), ackWait: opts.AckWait, poll: wakeEvery, wake: make(chan struct{}, 1), cursor: 1, purgedTo: 1}, nil
 }
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {
@@ -131,11 +145,12 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 				return d, nil
 			}
 			emptyAt, woke = start, false
+			q.mu.Lock()
+			q.purgeLocked() // nothing more to do: remove what is done
 			if listening {
-				q.mu.Lock()
 				q.emptyAt, q.emptyFrom = start, from
-				q.mu.Unlock()
 			}
+			q.mu.Unlock()
 		}
 		left := time.Until(end)
 		if left <= 0 {
@@ -310,8 +325,8 @@ const (
 	jsErrMsgDeleteFailed  jetstream.ErrorCode = 10057
 )
 
-// settle ends d's delivery: removed (the cursor moves past it, the removal goes on in the
-// background) or held back until again.
+// settle ends d's delivery: acknowledged (the cursor moves past it; it is removed with the
+// others below the cursor, see purgeLocked) or held back until again.
 func (q *queue) settle(d *delivery, remove bool, again time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -328,32 +343,85 @@ func (q *queue) settle(d *delivery, remove bool, again time.Time) {
 		q.held = nil
 	}
 	q.cursor = d.seq + 1
-	tracked := !q.closed // Close waits for it (an Ack after Close is not waited for)
-	if tracked {
-		q.removing.Add(1)
+	if q.owed++; q.owed >= maxOwed {
+		q.purgeLocked()
 	}
+}
+
+// purgeLocked starts removing the acknowledged messages (those below the cursor) in the
+// background, unless none are owed, a purge is under way (it goes on to them when it ends),
+// or the queue is closed (Close removes them itself). q.mu is held.
+func (q *queue) purgeLocked() {
+	if q.purging || q.closed || q.cursor <= q.purgedTo {
+		return
+	}
+	q.purging, q.owed = true, 0
+	q.removing.Add(1)
 	go func() {
-		if tracked {
-			defer q.removing.Done()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := q.remove(ctx, d.seq); err != nil {
-			// Told now and at Close; the job stays in the stream, and its next reader
-			// re-settles it from its final record.
-			q.in.a.cfg.Logger.Warn("removing an acknowledged job failed; it will be settled again",
-				slog.String("tenant", q.t.String()), slog.String("job", d.job.ID), slog.Any("err", err))
+		defer q.removing.Done()
+		for {
 			q.mu.Lock()
-			if q.failed == nil {
-				q.failed = fmt.Errorf("natsjs: remove job %s: %w", d.job.ID, err)
+			to := q.cursor
+			q.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := q.purge(ctx, to)
+			cancel()
+			q.mu.Lock()
+			q.settlePurge(to, err)
+			again := err == nil && !q.closed && q.owed >= maxOwed
+			if again {
+				q.owed = 0
+			} else {
+				q.purging = false
 			}
 			q.mu.Unlock()
+			if !again {
+				return
+			}
 		}
 	}()
 }
 
-// Close waits for the removals of acknowledged jobs; an unsettled delivery stays in the
-// stream for the next Open.
+// settlePurge notes a purge up to to: done, or failed (told now and at Close; the jobs stay
+// in the stream, and their next reader re-settles them from their final records). q.mu is held.
+func (q *queue) settlePurge(to uint64, err error) {
+	if err == nil {
+		q.purgedTo = max(q.purgedTo, to)
+		return
+	}
+	q.in.a.cfg.Logger.Warn("removing acknowledged jobs failed; they will be settled again",
+		slog.String("tenant", q.t.String()), slog.Uint64("below", to), slog.Any("err", err))
+	if q.failed == nil {
+		q.failed = fmt.Errorf("natsjs: remove %s's jobs below %d: %w", q.t, to, err)
+	}
+}
+
+// purge removes the tenant's messages below sequence to (JetStream's purge with a subject
+// filter, "up to but not including"), and waits for the answer.
+func (q *queue) purge(ctx context.Context, to uint64) error {
+	req, _ := json.Marshal(map[string]any{"filter": q.subj, "seq": to})
+	resp, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+q.sh.name, req)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return r.Error
+	}
+	if !r.Success {
+		return errors.New("the server did not say it purged")
+	}
+	return nil
+}
+
+// Close removes the acknowledged jobs still in the stream and waits for it; an unsettled
+// delivery stays in the stream for the next Open.
 func (q *queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	q.closed, q.held = true, nil
@@ -371,6 +439,12 @@ func (q *queue) Close(ctx context.Context) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if to := q.cursor; to > q.purgedTo {
+		q.mu.Unlock()
+		err := q.purge(ctx, to)
+		q.mu.Lock()
+		q.settlePurge(to, err)
+	}
 	err := q.failed
 	q.failed = nil
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +133,68 @@ func TestCloseWaitsForTheRemovals(t *testing.T) {
 		if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
 			t.Fatalf("round %d: pending right after Close: %d, %v; want 0", round, n, err)
 		}
+	}
+}
+
+// TestATenuresAcksAreRemovedTogether: an owner that keeps finding jobs removes the ones it has
+// done every maxOwed acknowledgements and at Close, one purge each, not one removal per job
+// (a synced write and an API request each).
+func TestATenuresAcksAreRemovedTogether(t *testing.T) {
+	t.Parallel()
+	ctx, b, nc := aServer(t, Config{})
+	var removals atomic.Int64
+	for _, subj := range []string{"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>"} {
+		sub, err := nc.Subscribe(subj, func(*nats.Msg) { removals.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tn := mustTenant("p", "u")
+	ids := publishJobs(t, ctx, b, tn, "j", 2*maxOwed+3)
+	q := openTenant(t, ctx, b, tn)
+	takeInOrder(t, ctx, q, 5*time.Second, ids...)
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
+		t.Fatalf("pending after Close: %d, %v; want 0", n, err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := removals.Load(); n > 3 {
+		t.Fatalf("%d removal requests for %d jobs; want at most 3 (two full batches and Close's)", n, len(ids))
+	}
+}
+
+// TestAnOwnerWithNothingToDoRemovesWhatItDid: the acknowledged jobs leave the stream once the
+// owner finds nothing more, without waiting for Close (a tenant owned and idle is not counted
+// as pending work).
+func TestAnOwnerWithNothingToDoRemovesWhatItDid(t *testing.T) {
+	t.Parallel()
+	ctx, b, _ := aServer(t, Config{})
+	tn := mustTenant("p", "u")
+	ids := publishJobs(t, ctx, b, tn, "j", 3)
+	q := openTenant(t, ctx, b, tn)
+	defer func() { _ = q.Close(ctx) }()
+	takeInOrder(t, ctx, q, 5*time.Second, ids...)
+	if _, err := q.Next(ctx, 10*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
+		t.Fatalf("want no message, got %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := b.Inbox.Pending(ctx, tn)
+		if err == nil && n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending 10s after the owner found nothing: %d, %v; want 0", n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
