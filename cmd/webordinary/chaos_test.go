@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	neturl "net/url"
@@ -226,25 +227,49 @@ func countResultsAt(t *testing.T, url string, opts ...nats.Option) map[string]in
 	return nil
 }
 
-// readResults counts the results stream's messages by job id with one ordered consumer.
+// readResults counts the results streams' messages (WO_RESULTS and its shards) by job id,
+// with one ordered consumer each.
 func readResults(js jetstream.JetStream) (map[string]int, int, int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := js.OrderedConsumer(ctx, "WO_RESULTS", jetstream.OrderedConsumerConfig{})
+	out := map[string]int{}
+	var read, total int
+	names := js.StreamNames(ctx)
+	for name := range names.Name() {
+		if name != "WO_RESULTS" && !strings.HasPrefix(name, "WO_RESULTS_") {
+			continue
+		}
+		n, t, err := readResultStream(ctx, js, name, out)
+		read, total = read+n, total+t
+		if err != nil {
+			return out, read, total, err
+		}
+	}
+	if err := names.Err(); err != nil {
+		return out, read, total, err
+	}
+	if total == 0 {
+		return out, 0, 0, errors.New("no results stream")
+	}
+	return out, read, total, nil
+}
+
+// readResultStream adds one results stream's messages to out: how many it read of how many.
+func readResultStream(ctx context.Context, js jetstream.JetStream, stream string, out map[string]int) (int, int, error) {
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
-		return nil, 0, 0, err
+		return 0, 0, err
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		return nil, 0, 0, err
+		return 0, 0, err
 	}
-	out := map[string]int{}
 	total := int(info.NumPending)
 	n := 0
 	for n < total {
 		batch, err := c.Fetch(total-n, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return out, n, total, err
+			return n, total, err
 		}
 		got := 0
 		for m := range batch.Messages() {
@@ -257,7 +282,7 @@ func readResults(js jetstream.JetStream) (map[string]int, int, int, error) {
 		}
 		n += got
 	}
-	return out, n, total, nil
+	return n, total, nil
 }
 
 // orphanAgent starts a tool shell in its own session (as agents do) and a plain child,

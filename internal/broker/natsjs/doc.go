@@ -5,10 +5,12 @@
 // Layout on the server:
 //
 //	stream WO_IN       wo.in.<project>.<user>   work queue, fsync'd, no consumers: a tenant's owner reads its
-//	                                            first message and removes it when done (queue.go);
+//	                                            first message and removes the ones it has done together (queue.go);
 //	                                            records the inbox's shards (metadata wo_inbox_shards)
 //	stream WO_IN_<k>   wo.in<k>.<project>.<user> shard k of the inbox (k ≥ 1), the same; a tenant's shard is a hash of it
 //	stream WO_RESULTS  wo.out.<project>.<user>  limits (7 days), fsync'd; consumer "router"
+//	stream WO_RESULTS_<k> wo.out<k>.<project>.<user> result shard k (k ≥ 1), the same; a tenant's results go
+//	                                            to the shard of its jobs' inbox shard
 //	stream WO_DLQ      wo.dlq.<project>.<user>  limits (30 days)
 //	KV wo_leases       <project>.<user>         per-key TTL; fencing token = revision at acquire
 //	KV wo_jobs         <job id>                 job records; async persist on a single server

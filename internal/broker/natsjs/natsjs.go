@@ -97,18 +97,19 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		return nil, err
 	}
 	cl := newClaims(a)
+	rs := newResults(a)
 	jb := &jobs{kv: a.jobs, s: a.jobsStream}
 	return &broker.Backend{
 		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,
 		Leases:   &leases{kv: a.leases, js: js},
-		Results:  &results{a: a},
+		Results:  rs,
 		Signals:  &signals{nc: nc},
 		Jobs:     jb,
 		Presence: &presence{a: a},
 		Table:    a.table,
 		Blobs:    newBlobOpener(a).open,
-		Close:    func() error { cl.close(); return nil },
+		Close:    func() error { cl.close(); rs.close(); return nil },
 	}, nil
 }
 
@@ -117,9 +118,9 @@ type adapter struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	inbox                           []shard // by shardOf(tenant)
-	results, dlq                    jetstream.Stream
-	resultsConsumer                 jetstream.Consumer
+	inbox                           []shard       // by shardOf(tenant)
+	results                         []resultShard // by shardIndex(tenant), as many as inbox
+	dlq                             jetstream.Stream
 	leases, jobs, workers, claimsKV jetstream.KeyValue
 	jobsStream                      jetstream.Stream // the stream under the jobs bucket
 }
@@ -205,9 +206,14 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 		}
 		a.inbox[k] = sh
 	}
-	if a.results, err = a.stream(ctx, jetstream.StreamConfig{Name: streamResults, Subjects: []string{subjResults + "*.*"},
-		MaxAge: 7 * 24 * time.Hour, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
-		return err
+	a.results = make([]resultShard, a.cfg.InboxShards)
+	for k := range a.results {
+		name, subject := resultShardNamed(k)
+		a.results[k].subject = subject
+		if a.results[k].stream, err = a.stream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject + "*.*"},
+			MaxAge: 7 * 24 * time.Hour, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
+			return err
+		}
 	}
 	a.dlq, err = a.stream(ctx, jetstream.StreamConfig{Name: streamDLQ, Subjects: []string{subjDLQ + "*.*"},
 		MaxAge: 30 * 24 * time.Hour, Replicas: r})
@@ -284,11 +290,14 @@ func (a *adapter) setupConsumers(ctx context.Context) error {
 		Durable: consumerResults, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ResultAckWait,
 		MaxAckPending: 1000, MaxDeliver: -1, Replicas: a.cfg.Replicas,
 	}
-	a.resultsConsumer, err = settle(ctx, a, func(ctx context.Context) (jetstream.Consumer, error) {
-		return a.results.CreateOrUpdateConsumer(ctx, cfg)
-	})
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", consumerResults, err)
+	for k := range a.results {
+		sh := &a.results[k]
+		sh.consumer, err = settle(ctx, a, func(ctx context.Context) (jetstream.Consumer, error) {
+			return sh.stream.CreateOrUpdateConsumer(ctx, cfg)
+		})
+		if err != nil {
+			return fmt.Errorf("consumer %s on %s: %w", consumerResults, sh.stream.CachedInfo().Config.Name, err)
+		}
 	}
 	return nil
 }
@@ -315,11 +324,11 @@ func (a *adapter) setupBuckets(ctx context.Context) error {
 	return err
 }
 
-// jobsBucket creates the job records bucket. Records are a view: the accepted job is in
-// WO_IN and its outcome in WO_RESULTS, both fsync'd, and the router rewrites a final record
+// jobsBucket creates the job records bucket. Records are a view: the accepted job is in the
+// inbox and its outcome in the results, both fsync'd, and the router rewrites a final record
 // from its result. So on a single server the bucket's stream persists asynchronously
 // (PersistMode async, which KeyValueConfig cannot set): record writes cost no fsync, leaving
-// three synced writes per job (publish, result, ack).
+// two synced writes per job (publish, result) and a share of its tenure's removal.
 func (a *adapter) jobsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := jetstream.StreamConfig{
 		Name: "KV_" + bucketJobs, Subjects: []string{"$KV." + bucketJobs + ".>"},

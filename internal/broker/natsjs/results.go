@@ -5,13 +5,34 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
 )
 
-type results struct{ a *adapter }
+// results publishes to the tenant's result shard and reads every shard: a goroutine per
+// shard, from the first Next to Close, pulls the router's consumer there and hands each
+// result over when Next asks (a result is fetched ahead only by one per shard).
+type results struct {
+	a      *adapter
+	start  sync.Once
+	next   chan fetched // unbuffered: a shard's result waits for a Next
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type fetched struct {
+	d   broker.ResultDelivery
+	err error
+}
+
+func newResults(a *adapter) *results {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &results{a: a, next: make(chan fetched), ctx: ctx, cancel: cancel}
+}
 
 var _ broker.Results = (*results)(nil)
 
@@ -20,24 +41,70 @@ func (r *results) Publish(ctx context.Context, res broker.Result) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: encode result %s: %w", res.JobID, err)
 	}
-	_, err = r.a.js.Publish(ctx, subjResults+res.Tenant.Subject(), data, jetstream.WithMsgID("result-"+res.JobID))
+	sh := r.a.results[shardIndex(res.Tenant, len(r.a.results))]
+	_, err = r.a.js.Publish(ctx, sh.subject+res.Tenant.Subject(), data, jetstream.WithMsgID("result-"+res.JobID))
 	if err != nil {
 		return ctxErr(ctx, fmt.Errorf("natsjs: publish result %s: %w", res.JobID, err))
 	}
 	return nil
 }
 
+// Next returns the next result of any shard; an error of one shard's pull is returned as it
+// comes (the caller waits before asking again; the other shards' results are not held up).
 func (r *results) Next(ctx context.Context) (broker.ResultDelivery, error) {
-	return nextMsg(ctx, r.a.resultsConsumer, "result", func(m jetstream.Msg) (broker.ResultDelivery, error) {
-		d := &resultDelivery{m: m, attempt: 1}
-		if err := json.Unmarshal(m.Data(), &d.res); err != nil {
-			return nil, err
+	r.start.Do(func() {
+		for _, sh := range r.a.results {
+			r.wg.Go(func() { r.pull(sh.consumer) })
 		}
-		if meta, err := m.Metadata(); err == nil {
-			d.attempt = int(meta.NumDelivered)
-		}
-		return d, nil
 	})
+	select {
+	case f := <-r.next:
+		return f.d, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-r.ctx.Done():
+		return nil, fmt.Errorf("natsjs: next result: the backend is closed")
+	}
+}
+
+// pull hands c's results to Next until Close; one fetched when Close comes is given back
+// (delivered again at once, to this router's successor or another).
+func (r *results) pull(c jetstream.Consumer) {
+	for r.ctx.Err() == nil {
+		var f fetched
+		var m jetstream.Msg
+		m, f.err = nextMsg(r.ctx, c, "result", func(m jetstream.Msg) (jetstream.Msg, error) {
+			d := &resultDelivery{m: m, attempt: 1}
+			if err := json.Unmarshal(m.Data(), &d.res); err != nil {
+				return nil, err
+			}
+			if meta, err := m.Metadata(); err == nil {
+				d.attempt = int(meta.NumDelivered)
+			}
+			f.d = d
+			return m, nil
+		})
+		if r.ctx.Err() != nil {
+			if m != nil {
+				_ = m.Nak()
+			}
+			return
+		}
+		select {
+		case r.next <- f:
+		case <-r.ctx.Done():
+			if m != nil {
+				_ = m.Nak()
+			}
+			return
+		}
+	}
+}
+
+// close stops the shards' pulls and waits for them.
+func (r *results) close() {
+	r.cancel()
+	r.wg.Wait()
 }
 
 type resultDelivery struct {

@@ -39,13 +39,34 @@ func shardNamed(k int) shard {
 }
 
 // shardOf is where t's jobs are: a hash of the tenant, so every process agrees.
-func (a *adapter) shardOf(t tenant.ID) shard {
-	if len(a.inbox) == 1 {
-		return a.inbox[0]
+func (a *adapter) shardOf(t tenant.ID) shard { return a.inbox[shardIndex(t, len(a.inbox))] }
+
+// shardIndex is t's shard of n: a hash of the tenant.
+func shardIndex(t tenant.ID, n int) int {
+	if n == 1 {
+		return 0
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(t.Subject()))
-	return a.inbox[h.Sum32()%uint32(len(a.inbox))]
+	return int(h.Sum32() % uint32(n))
+}
+
+// resultShard is one of the results' streams, as many as the inbox's: WO_RESULTS with
+// subjects wo.out.<p>.<u>, or WO_RESULTS_<k> with wo.out<k>.<p>.<u>; a tenant's results go
+// to the shard its jobs are in. Each has the router's consumer. One stream took every job's
+// result, one synced write after another: at about 2,700 a second it bounded the jobs
+// finished per second (bench, 100 tenants × 20 drained).
+type resultShard struct {
+	stream   jetstream.Stream
+	consumer jetstream.Consumer
+	subject  string // the subjects' prefix
+}
+
+func resultShardNamed(k int) (name, subject string) {
+	if k == 0 {
+		return streamResults, subjResults
+	}
+	return streamResults + "_" + strconv.Itoa(k), "wo.out" + strconv.Itoa(k) + "."
 }
 
 // direct reports whether a direct get of the shard can be trusted: on one replica, whose only

@@ -126,6 +126,7 @@ func testBackend(t *testing.T, ctx context.Context, nc *nats.Conn, cfg Config) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
 
