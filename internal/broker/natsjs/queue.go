@@ -33,9 +33,11 @@ import (
 //
 // Ack moves the cursor past the message, so it is not read again; the messages below the
 // cursor are removed together, with one purge of the tenant's subject up to it (the server
-// writes their tombstones and fsyncs once): when the owner finds nothing more to read, every
-// maxOwed acknowledgements, and at Close, which waits for it, so a release reads the tenant's
-// pending count after them. A removal per Ack was a synced write and a JetStream API request
+// writes their tombstones and fsyncs once): when the owner idles (a second read at the same
+// cursor finds nothing: an owner that finds nothing once and gets the next job on the
+// publish's signal, as under a steady stream of jobs, would otherwise purge after every job),
+// every maxOwed acknowledgements, and at Close, which waits for it, so a release reads the
+// tenant's pending count after them. A removal per Ack was a synced write and a JetStream API request
 // per job, a third of the server's synced writes. Only this tenure's acknowledged messages are
 // below the cursor (sequences grow: a job published later is above it). An owner that loses
 // its lease leaves what it had not removed: the next owner reads those jobs again and
@@ -74,6 +76,7 @@ type queue struct {
 	sub       *nats.Subscription // the wake subject's, from the first wait on
 	emptyAt   time.Time          // when the last read that found nothing started, while listening
 	emptyFrom uint64             // and at which cursor
+	idleFrom  uint64             // the cursor at which the last read found nothing
 	cursor    uint64             // the first sequence this queue has not acknowledged
 	purgedTo  uint64             // the tenant's messages below it are removed (those below cursor are owed)
 	owed      int                // acknowledgements since the last purge began
@@ -146,7 +149,10 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 			}
 			emptyAt, woke = start, false
 			q.mu.Lock()
-			q.purgeLocked() // nothing more to do: remove what is done
+			if q.idleFrom == from { // nothing twice at this cursor: the owner idles, remove what is done
+				q.purgeLocked()
+			}
+			q.idleFrom = from
 			if listening {
 				q.emptyAt, q.emptyFrom = start, from
 			}

@@ -142,17 +142,7 @@ func TestCloseWaitsForTheRemovals(t *testing.T) {
 func TestATenuresAcksAreRemovedTogether(t *testing.T) {
 	t.Parallel()
 	ctx, b, nc := aServer(t, Config{})
-	var removals atomic.Int64
-	for _, subj := range []string{"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>"} {
-		sub, err := nc.Subscribe(subj, func(*nats.Msg) { removals.Add(1) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = sub.Unsubscribe() }()
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	removals := countRemovals(t, nc)
 	tn := mustTenant("p", "u")
 	ids := publishJobs(t, ctx, b, tn, "j", 2*maxOwed+3)
 	q := openTenant(t, ctx, b, tn)
@@ -163,11 +153,63 @@ func TestATenuresAcksAreRemovedTogether(t *testing.T) {
 	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
 		t.Fatalf("pending after Close: %d, %v; want 0", n, err)
 	}
+	if n := removals(); n > 3 {
+		t.Fatalf("%d removal requests for %d jobs; want at most 3 (two full batches and Close's)", n, len(ids))
+	}
+}
+
+// TestAnOwnerFedJobByJobRemovesThemTogether: an owner that finds nothing, then gets the next
+// job on its publish's signal, job after job (a steady stream slower than the owner), does not
+// remove each job alone: it removes when it idles, reading nothing twice at the same cursor.
+func TestAnOwnerFedJobByJobRemovesThemTogether(t *testing.T) {
+	t.Parallel()
+	ctx, b, nc := aServer(t, Config{})
+	removals := countRemovals(t, nc)
+	tn := mustTenant("p", "u")
+	q := openTenant(t, ctx, b, tn)
+	const jobs = 10
+	for i := range jobs {
+		go func() {
+			time.Sleep(20 * time.Millisecond) // the owner is waiting by then
+			if err := b.Inbox.Publish(ctx, testJob(fmt.Sprint("j", i), tn)); err != nil {
+				t.Error(err)
+			}
+		}()
+		takeInOrder(t, ctx, q, 5*time.Second, fmt.Sprint("j", i))
+	}
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The first wait reads twice (before and after it starts listening): one removal then,
+	// and Close's.
+	if n := removals(); n > 2 {
+		t.Fatalf("%d removal requests for %d jobs fed one by one; want at most 2", n, jobs)
+	}
+	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
+		t.Fatalf("pending after Close: %d, %v; want 0", n, err)
+	}
+}
+
+// countRemovals counts the removal requests (purges and single deletes) made on nc's server
+// from now on; the returned func counts those made so far.
+func countRemovals(t *testing.T, nc *nats.Conn) func() int64 {
+	t.Helper()
+	var n atomic.Int64
+	for _, subj := range []string{"$JS.API.STREAM.PURGE.>", "$JS.API.STREAM.MSG.DELETE.>"} {
+		sub, err := nc.Subscribe(subj, func(*nats.Msg) { n.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if n := removals.Load(); n > 3 {
-		t.Fatalf("%d removal requests for %d jobs; want at most 3 (two full batches and Close's)", n, len(ids))
+	return func() int64 {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return n.Load()
 	}
 }
 
