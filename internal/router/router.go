@@ -172,19 +172,45 @@ func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, err
 	if err != nil {
 		return broker.JobRecord{}, err
 	}
+	if req.JobID == "" {
+		return r.submitNew(ctx, job)
+	}
 	rec := broker.QueuedRecord(job)
 	err = r.b.Jobs.Create(ctx, rec)
-	if errors.Is(err, broker.ErrExists) && req.JobID != "" {
+	if errors.Is(err, broker.ErrExists) {
 		return r.resubmit(ctx, job)
 	}
 	if err != nil {
 		return rec, fmt.Errorf("router: record job: %w", err)
 	}
 	if err := r.b.Inbox.Publish(ctx, job); err != nil {
-		if req.JobID == "" { // the caller will not retry this id: the record must not say queued
-			r.abandon(job, err)
-		}
 		return rec, enqueueError(err)
+	}
+	r.nudgeSoon(ctx, job)
+	return rec, nil
+}
+
+// submitNew submits a job under an id made here, which no one has seen: its record is
+// written while the job is published, not before, so Submit takes one round trip to the
+// engine, not two (bench: 100 tenants × 20 end to end went from 1,560–1,670 to 1,840–1,990
+// jobs a second). A job is accepted once published: a worker may start it before its record
+// exists, and then makes the record itself (the router's write finds it and stops); a record
+// that could not be written is made the same way. A job that could not be published is not
+// accepted, and its record, once written, says so. An id given by the caller (a mail's, for
+// idempotent retries) is recorded first instead: the record tells a retry from a new job,
+// and a finished job's retry must not be published again.
+func (r *Router) submitNew(ctx context.Context, job broker.Job) (broker.JobRecord, error) {
+	rec := broker.QueuedRecord(job)
+	recorded := make(chan error, 1)
+	go func() { recorded <- r.b.Jobs.Create(ctx, rec) }()
+	err := r.b.Inbox.Publish(ctx, job)
+	cerr := <-recorded
+	if err != nil { // the caller will not retry this id: the record must not say queued
+		r.abandon(job, err)
+		return rec, enqueueError(err)
+	}
+	if cerr != nil && !errors.Is(cerr, broker.ErrExists) {
+		r.log.WarnContext(ctx, "record job; its worker will make the record", slog.String("job", job.ID), slog.Any("err", cerr))
 	}
 	r.nudgeSoon(ctx, job)
 	return rec, nil

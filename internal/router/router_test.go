@@ -99,10 +99,14 @@ func TestTooLargeJobIsRefusedNotLost(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
 		r, _ := router.New(router.Config{Backend: b})
 		big := broker.Attachment{Name: "huge.bin", Data: make([]byte, 70<<20)}
-		_, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x",
+		rec, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x",
 			Attachments: []broker.Attachment{big}})
 		if !errors.Is(err, router.ErrInvalid) || !errors.Is(err, broker.ErrTooLarge) {
 			t.Fatalf("70 MB job: %v; want ErrInvalid wrapping ErrTooLarge", err)
+		}
+		// Its record is written while the job is published: once written, it says failed.
+		if got, err := b.Jobs.Get(context.Background(), rec.Job.ID); err == nil && got.State != broker.StateFailed {
+			t.Fatalf("the refused job's record says %s; want failed (or no record)", got.State)
 		}
 	})
 }

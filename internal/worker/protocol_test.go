@@ -909,3 +909,38 @@ func TestAJobFinishedElsewhereIsNotMadeQueuedAgain(t *testing.T) {
 		}
 	})
 }
+
+// createFails refuses to write records, as an engine that fails one write would.
+type createFails struct{ broker.Jobs }
+
+func (createFails) Create(context.Context, broker.JobRecord) error {
+	return errors.New("nats: timeout")
+}
+
+// TestAJobWhoseRecordWasNotWrittenRuns: a job is accepted once published, and its record is
+// written meanwhile, not first; a record that was not written (or not yet, when the worker
+// starts the job) is made by the worker, and the job runs and ends with its record.
+func TestAJobWhoseRecordWasNotWrittenRuns(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		rb := *f.b
+		rb.Jobs = createFails{f.b.Jobs}
+		r, err := router.New(router.Config{Backend: &rb, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Thread: "t1", Instruction: "x"})
+		if err != nil {
+			t.Fatalf("a published job whose record failed: %v; want it accepted", err)
+		}
+		if _, err := f.b.Jobs.Get(f.ctx, rec.Job.ID); !errors.Is(err, broker.ErrNotFound) {
+			t.Fatalf("record before any worker: %v; want none", err)
+		}
+		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(func(context.Context, worker.Task) (worker.Outcome, error) {
+			return worker.Outcome{Summary: "ran"}, nil
+		})})
+		if got := f.wait(rec.Job.ID, 20*time.Second); got.State != broker.StateDone || got.Attempts != 1 {
+			t.Fatalf("the job ended %s after %d attempts; want done after 1", got.State, got.Attempts)
+		}
+	})
+}
