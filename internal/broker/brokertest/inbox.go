@@ -382,12 +382,6 @@ func expectPending(t *testing.T, ctx context.Context, inbox broker.Inbox, tn ten
 	}
 }
 
-// eventuallyPending waits for tn's pending count to settle at want after an Ack.
-func eventuallyPending(t *testing.T, ctx context.Context, inbox broker.Inbox, tn tenant.ID, want int) {
-	t.Helper()
-	eventually(t, settleWithin, func() error { return pendingIs(ctx, inbox, tn, want) })
-}
-
 func pendingIs(ctx context.Context, inbox broker.Inbox, tn tenant.ID, want int) error {
 	got, err := inbox.Pending(ctx, tn)
 	if err != nil {
