@@ -53,8 +53,10 @@ type Config struct {
 	// InboxShards is how many streams a new deployment's inbox is split over, by tenant
 	// (WO_IN, WO_IN_1, …). A server writes and fsyncs each stream's messages one after
 	// another, so one stream caps the accepted and finished jobs per second; shards write
-	// in parallel. An existing deployment keeps the number recorded on WO_IN (1 when it
-	// records none), so every process agrees on where a tenant's jobs are. Default 4.
+	// in parallel. The results are split over as many streams (WO_RESULTS, WO_RESULTS_1, …),
+	// a tenant's in the shard of its jobs. An existing deployment keeps the number recorded
+	// on WO_IN (1 when it records none), so every process agrees on where a tenant's jobs
+	// and results are. Default 4.
 	InboxShards int
 	// Logger receives the backend's own logs (a claims watch that fell behind). Default
 	// slog.Default().

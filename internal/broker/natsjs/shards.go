@@ -15,7 +15,8 @@ import (
 
 // defaultInboxShards: on this 2-core machine one stream takes about 7,300 synced publishes a
 // second and two or more about 11,000 together (the disk's limit); a job costs its inbox
-// two synced writes (the publish and, when acknowledged, the removal).
+// shard one synced write (the publish) and a share of its tenure's removal, and its result
+// shard (as many as the inbox's) one.
 const defaultInboxShards = 4
 
 // maxInboxShards bounds InboxShards.
