@@ -37,11 +37,11 @@ import (
 // cursor finds nothing: an owner that finds nothing once and gets the next job on the
 // publish's signal, as under a steady stream of jobs, would otherwise purge after every job),
 // every maxOwed acknowledgements, and at Close, which waits for it, so a release reads the
-// tenant's pending count after them. A removal per Ack was a synced write and a JetStream API request
-// per job, a third of the server's synced writes. Only this tenure's acknowledged messages are
-// below the cursor (sequences grow: a job published later is above it). An owner that loses
-// its lease leaves what it had not removed: the next owner reads those jobs again and
-// re-settles them from their final records.
+// tenant's pending count after them. A removal per Ack was a synced write and a JetStream API
+// request per job, a third of the server's synced writes. Only this tenure's acknowledged
+// messages are below the cursor (sequences grow: a job published later is above it). An owner
+// that loses its lease leaves what it had not removed: the next owner reads those jobs again
+// and re-settles them from their final records.
 //
 // Reads: a direct get (served by the stream itself, not by the API's workers) on a stream with
 // one replica, whose only server is its leader; on more replicas the leader's message get, since
