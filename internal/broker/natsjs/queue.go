@@ -305,24 +305,34 @@ func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, 
 // remove deletes seq from the stream and waits for the answer; a message already gone is not
 // an error.
 func (q *queue) remove(ctx context.Context, seq uint64) error {
-	req, _ := json.Marshal(map[string]any{"seq": seq, "no_erase": true})
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+q.sh.name, req)
+	apiErr, err := q.apiCall(ctx, "$JS.API.STREAM.MSG.DELETE.", map[string]any{"seq": seq, "no_erase": true})
+	if err == nil && apiErr != nil && apiErr.ErrorCode != jsErrSequenceNotFound && !(apiErr.ErrorCode == jsErrMsgDeleteFailed && apiErr.Description == "no message found") {
+		return apiErr
+	}
+	return err
+}
+
+// apiCall sends req to the JetStream API's subject prefix + the shard's stream and reads the
+// answer: the error it tells (nil on success), or err when there is no answer to read.
+func (q *queue) apiCall(ctx context.Context, prefix string, req map[string]any) (*jetstream.APIError, error) {
+	data, _ := json.Marshal(req)
+	resp, err := q.in.a.nc.RequestWithContext(ctx, prefix+q.sh.name, data)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var r struct {
 		Success bool                `json:"success"`
 		Error   *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return err
+		return nil, err
 	}
-	if r.Error != nil && r.Error.ErrorCode != jsErrSequenceNotFound && !(r.Error.ErrorCode == jsErrMsgDeleteFailed && r.Error.Description == "no message found") {
-		return r.Error
+	if r.Error == nil && !r.Success {
+		return nil, errors.New("the server did not say it succeeded")
 	}
-	return nil
+	return r.Error, nil
 }
 
 // The server's error codes for a removal of a message that is not there.
@@ -405,25 +415,11 @@ func (q *queue) settlePurge(to uint64, err error) {
 // purge removes the tenant's messages below sequence to (JetStream's purge with a subject
 // filter, "up to but not including"), and waits for the answer.
 func (q *queue) purge(ctx context.Context, to uint64) error {
-	req, _ := json.Marshal(map[string]any{"filter": q.subj, "seq": to})
-	resp, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+q.sh.name, req)
-	if err != nil {
-		return err
+	apiErr, err := q.apiCall(ctx, "$JS.API.STREAM.PURGE.", map[string]any{"filter": q.subj, "seq": to})
+	if apiErr != nil {
+		return apiErr
 	}
-	var r struct {
-		Success bool                `json:"success"`
-		Error   *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return err
-	}
-	if r.Error != nil {
-		return r.Error
-	}
-	if !r.Success {
-		return errors.New("the server did not say it purged")
-	}
-	return nil
+	return err
 }
 
 // Close removes the acknowledged jobs still in the stream and waits for it; an unsettled
