@@ -374,3 +374,25 @@ func takeInOrder(t *testing.T, ctx context.Context, q broker.Queue, wait time.Du
 		}
 	}
 }
+
+// TestAnUndecodableJobIsRemovedAndPassed: a message that is not a job could never run and
+// would pin its owner: it is removed, and the job behind it is delivered.
+func TestAnUndecodableJobIsRemovedAndPassed(t *testing.T) {
+	t.Parallel()
+	ctx, b, nc := aServer(t, Config{})
+	tn := mustTenant("p", "u")
+	js, _ := jetstream.New(nc)
+	subj := b.Inbox.(*inbox).a.shardOf(tn).subject + tn.Subject()
+	if _, err := js.Publish(ctx, subj, []byte("not a job")); err != nil {
+		t.Fatal(err)
+	}
+	ids := publishJobs(t, ctx, b, tn, "j", 1)
+	q := openTenant(t, ctx, b, tn)
+	takeInOrder(t, ctx, q, 5*time.Second, ids...)
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
+		t.Fatalf("pending after Close: %d, %v; want 0", n, err)
+	}
+}
