@@ -149,12 +149,13 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 			}
 			emptyAt, woke = start, false
 			q.mu.Lock()
-			if q.idleFrom == from { // nothing twice at this cursor: the owner idles, remove what is done
+			at := q.cursor        // from, or past it (an undecodable message passed over, a late Ack)
+			if q.idleFrom == at { // nothing twice at this cursor: the owner idles, remove what is done
 				q.purgeLocked()
 			}
-			q.idleFrom = from
+			q.idleFrom = at
 			if listening {
-				q.emptyAt, q.emptyFrom = start, from
+				q.emptyAt, q.emptyFrom = start, at
 			}
 			q.mu.Unlock()
 		}
@@ -221,11 +222,15 @@ func (q *queue) get(ctx context.Context, from uint64) (*delivery, error) {
 		}
 		d := &delivery{q: q, seq: seq, behind: behind}
 		if err := json.Unmarshal(m.Data, &d.job); err != nil {
-			// Undecodable: it could never run, and would pin its owner forever.
+			// Undecodable: it could never run, and would pin its owner forever. Passed over
+			// as if acknowledged (nothing of the tenant's lies between the cursor and it), and
+			// removed with the acknowledged jobs.
 			q.in.a.cfg.Logger.ErrorContext(ctx, "removing an undecodable job", slog.String("tenant", q.t.String()), slog.Uint64("seq", seq), slog.Any("err", err))
-			if err := q.remove(ctx, seq); err != nil {
-				return nil, ctxErr(ctx, fmt.Errorf("natsjs: next job for %s: remove undecodable message %d: %w", q.t, seq, err))
+			q.mu.Lock()
+			if q.cursor <= seq {
+				q.cursor, q.owed = seq+1, q.owed+1
 			}
+			q.mu.Unlock()
 			from = seq + 1
 			continue
 		}
@@ -302,45 +307,6 @@ func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, 
 	return r.Message.Seq, m, -1, nil
 }
 
-// remove deletes seq from the stream and waits for the answer; a message already gone is not
-// an error.
-func (q *queue) remove(ctx context.Context, seq uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	apiErr, err := q.apiCall(ctx, "$JS.API.STREAM.MSG.DELETE.", map[string]any{"seq": seq, "no_erase": true})
-	if err == nil && apiErr != nil && apiErr.ErrorCode != jsErrSequenceNotFound && !(apiErr.ErrorCode == jsErrMsgDeleteFailed && apiErr.Description == "no message found") {
-		return apiErr
-	}
-	return err
-}
-
-// apiCall sends req to the JetStream API's subject prefix + the shard's stream and reads the
-// answer: the error it tells (nil on success), or err when there is no answer to read.
-func (q *queue) apiCall(ctx context.Context, prefix string, req map[string]any) (*jetstream.APIError, error) {
-	data, _ := json.Marshal(req)
-	resp, err := q.in.a.nc.RequestWithContext(ctx, prefix+q.sh.name, data)
-	if err != nil {
-		return nil, err
-	}
-	var r struct {
-		Success bool                `json:"success"`
-		Error   *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, err
-	}
-	if r.Error == nil && !r.Success {
-		return nil, errors.New("the server did not say it succeeded")
-	}
-	return r.Error, nil
-}
-
-// The server's error codes for a removal of a message that is not there.
-const (
-	jsErrSequenceNotFound jetstream.ErrorCode = 10043
-	jsErrMsgDeleteFailed  jetstream.ErrorCode = 10057
-)
-
 // settle ends d's delivery: acknowledged (the cursor moves past it; it is removed with the
 // others below the cursor, see purgeLocked) or held back until again.
 func (q *queue) settle(d *delivery, remove bool, again time.Time) {
@@ -415,11 +381,24 @@ func (q *queue) settlePurge(to uint64, err error) {
 // purge removes the tenant's messages below sequence to (JetStream's purge with a subject
 // filter, "up to but not including"), and waits for the answer.
 func (q *queue) purge(ctx context.Context, to uint64) error {
-	apiErr, err := q.apiCall(ctx, "$JS.API.STREAM.PURGE.", map[string]any{"filter": q.subj, "seq": to})
-	if apiErr != nil {
-		return apiErr
+	req, _ := json.Marshal(map[string]any{"filter": q.subj, "seq": to})
+	resp, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+q.sh.name, req)
+	if err != nil {
+		return err
 	}
-	return err
+	var r struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	switch {
+	case json.Unmarshal(resp.Data, &r) != nil:
+		return fmt.Errorf("an answer that is not JSON: %q", resp.Data)
+	case r.Error != nil:
+		return r.Error
+	case !r.Success:
+		return errors.New("the server did not say it purged")
+	}
+	return nil
 }
 
 // Close removes the acknowledged jobs still in the stream and waits for it; an unsettled

@@ -227,17 +227,7 @@ func TestAnOwnerWithNothingToDoRemovesWhatItDid(t *testing.T) {
 	if _, err := q.Next(ctx, 10*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
 		t.Fatalf("want no message, got %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, err := b.Inbox.Pending(ctx, tn)
-		if err == nil && n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pending 10s after the owner found nothing: %d, %v; want 0", n, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventuallyNonePending(t, ctx, b, tn, "the owner found nothing")
 }
 
 // TestAConsumerAnOlderBinaryLeftDoesNotHoldTheTenant: an older binary read a tenant through a
@@ -376,7 +366,8 @@ func takeInOrder(t *testing.T, ctx context.Context, q broker.Queue, wait time.Du
 }
 
 // TestAnUndecodableJobIsRemovedAndPassed: a message that is not a job could never run and
-// would pin its owner: it is removed, and the job behind it is delivered.
+// would pin its owner: it is passed over, removed (with nothing behind it, once the owner
+// idles), and a job published behind it is delivered.
 func TestAnUndecodableJobIsRemovedAndPassed(t *testing.T) {
 	t.Parallel()
 	ctx, b, nc := aServer(t, Config{})
@@ -386,13 +377,38 @@ func TestAnUndecodableJobIsRemovedAndPassed(t *testing.T) {
 	if _, err := js.Publish(ctx, subj, []byte("not a job")); err != nil {
 		t.Fatal(err)
 	}
-	ids := publishJobs(t, ctx, b, tn, "j", 1)
 	q := openTenant(t, ctx, b, tn)
+	if d, err := q.Next(ctx, 10*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
+		t.Fatalf("an undecodable message alone: %v, %v; want no message", d, err)
+	}
+	eventuallyNonePending(t, ctx, b, tn, "the owner passed the undecodable message and idled")
+	ids := publishJobs(t, ctx, b, tn, "j", 1)
 	takeInOrder(t, ctx, q, 5*time.Second, ids...)
+	if _, err := js.Publish(ctx, subj, []byte("not a job either")); err != nil {
+		t.Fatal(err)
+	}
+	more := publishJobs(t, ctx, b, tn, "k", 1)
+	takeInOrder(t, ctx, q, 5*time.Second, more...)
 	if err := q.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
 		t.Fatalf("pending after Close: %d, %v; want 0", n, err)
+	}
+}
+
+// eventuallyNonePending waits up to 10 s for tn to have no pending message.
+func eventuallyNonePending(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID, after string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := b.Inbox.Pending(ctx, tn)
+		if err == nil && n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending 10s after %s: %d, %v; want 0", after, n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
