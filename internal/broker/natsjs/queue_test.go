@@ -108,12 +108,7 @@ func TestAQueueReadsWithoutDirectGets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := q.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
-		t.Fatalf("pending after the jobs were acknowledged and the queue closed: %d, %v", n, err)
-	}
+	closeNonePending(t, ctx, b, q, tn, "")
 }
 
 // TestCloseWaitsForTheRemovals: Ack does not wait for the message's removal, Close does, so a
@@ -127,12 +122,7 @@ func TestCloseWaitsForTheRemovals(t *testing.T) {
 		ids := publishJobs(t, ctx, b, tn, fmt.Sprint(round, "-"), 3)
 		q := openTenant(t, ctx, b, tn)
 		takeInOrder(t, ctx, q, 5*time.Second, ids...)
-		if err := q.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
-			t.Fatalf("round %d: pending right after Close: %d, %v; want 0", round, n, err)
-		}
+		closeNonePending(t, ctx, b, q, tn, fmt.Sprint(" (round ", round, ")"))
 	}
 }
 
@@ -147,12 +137,7 @@ func TestATenuresAcksAreRemovedTogether(t *testing.T) {
 	ids := publishJobs(t, ctx, b, tn, "j", 2*maxOwed+3)
 	q := openTenant(t, ctx, b, tn)
 	takeInOrder(t, ctx, q, 5*time.Second, ids...)
-	if err := q.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
-		t.Fatalf("pending after Close: %d, %v; want 0", n, err)
-	}
+	closeNonePending(t, ctx, b, q, tn, "")
 	if n := removals(); n > 3 {
 		t.Fatalf("%d removal requests for %d jobs; want at most 3 (two full batches and Close's)", n, len(ids))
 	}
@@ -389,12 +374,7 @@ func TestAnUndecodableJobIsRemovedAndPassed(t *testing.T) {
 	}
 	more := publishJobs(t, ctx, b, tn, "k", 1)
 	takeInOrder(t, ctx, q, 5*time.Second, more...)
-	if err := q.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
-		t.Fatalf("pending after Close: %d, %v; want 0", n, err)
-	}
+	closeNonePending(t, ctx, b, q, tn, "")
 }
 
 // eventuallyNonePending waits up to 10 s for tn to have no pending message.
@@ -410,5 +390,17 @@ func eventuallyNonePending(t *testing.T, ctx context.Context, b *broker.Backend,
 			t.Fatalf("pending 10s after %s: %d, %v; want 0", after, n, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// closeNonePending closes q and checks that tn has nothing pending right after (Close waits
+// for the removals); what is added to the failure's message.
+func closeNonePending(t *testing.T, ctx context.Context, b *broker.Backend, q broker.Queue, tn tenant.ID, what string) {
+	t.Helper()
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 0 {
+		t.Fatalf("%s pending right after Close%s: %d, %v; want 0", tn, what, n, err)
 	}
 }
