@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 
 // TestBenchThroughputWithDefaults runs the README's `webordinary bench --only throughput` as a
 // user does (default flags, a fresh HOME): four figures, on 8 workers in each of two
-// processes, and no error logged. A bad --workers says what to give.
+// processes, how busy the machine was, and no error logged. A bad --workers says what to give.
 func TestBenchThroughputWithDefaults(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -33,6 +34,9 @@ func TestBenchThroughputWithDefaults(t *testing.T) {
 			figures++
 			if !strings.Contains(line, "16 workers in 2 processes") || !strings.Contains(line, "jobs/s") {
 				t.Errorf("figure %q; want jobs/s on 16 workers in 2 processes", line)
+			}
+			if runtime.GOOS == "linux" && !strings.Contains(line, " cores busy") {
+				t.Errorf("figure %q; want how many cores were busy (from /proc/stat)", line)
 			}
 		}
 		if strings.Contains(line, "ERROR") {

@@ -171,6 +171,7 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 	defer stop()
 	claimsBefore := counter("webordinary_claims_total", "acquired")
 	jobsBefore := counter("webordinary_jobs_total", "")
+	busy := cpuBusy()
 	start := time.Now()
 	if !drain {
 		if err := submitAll(ctx, r, tenants, jobs); err != nil {
@@ -182,13 +183,17 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 		return err
 	}
 	took := time.Since(start)
+	cpu := busy()
+	if cpu != "" {
+		cpu = "; " + cpu
+	}
 	mode := "end to end"
 	if drain {
 		mode = "drain     "
 	}
 	claims, ran := counter("webordinary_claims_total", "acquired")-claimsBefore, counter("webordinary_jobs_total", "")-jobsBefore
-	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, %d workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s; %.2f claims per job here)\n",
-		tenants, jobs, 2*cfg.Workers, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds(), claims/max(ran, 1))
+	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, %d workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s; %.2f claims per job here%s)\n",
+		tenants, jobs, 2*cfg.Workers, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds(), claims/max(ran, 1), cpu)
 	return nil
 }
 
