@@ -96,6 +96,8 @@ func validClusterName(n string) bool {
 }
 
 // StartServer starts an embedded NATS server with JetStream and waits until it is ready.
+// One that fsyncs every write (NoSync false) gives the process more Ps than cores, unless the
+// environment sets GOMAXPROCS (see syncProcs).
 func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -120,6 +122,9 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: new server: %w", err)
+	}
+	if !cfg.NoSync {
+		raiseProcsForSyncs()
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
