@@ -72,22 +72,21 @@ type queue struct {
 
 	wake chan struct{} // a signal, from the first wait on; one pending at most
 
-	mu        sync.Mutex
-	sub       *nats.Subscription // the wake subject's, from the first wait on
-	emptyAt   time.Time          // when the last read that found nothing started, while listening
-	emptyFrom uint64             // and at which cursor
-	idleFrom  uint64             // the cursor at which the last read found nothing
-	cursor    uint64             // the first sequence this queue has not acknowledged
-	purgedTo  uint64             // the tenant's messages below it are removed (those below cursor are owed)
-	owed      int                // acknowledgements since the last purge began
-	purging   bool               // a purge is under way (one at a time)
-	held      *delivery          // the unsettled delivery (or the retried message), if any
-	due       time.Time          // when held comes again
-	lastSeq   uint64             // the message last delivered, and how often
-	attempts  int                //
-	removing  sync.WaitGroup     // the purge under way
-	failed    error              // the first removal that failed since the last Close
-	closed    bool
+	mu       sync.Mutex
+	sub      *nats.Subscription // the wake subject's, from the first wait on
+	emptyAt  time.Time          // when the last read that found nothing (at idleFrom) started, while listening
+	idleFrom uint64             // the cursor at which the last read found nothing
+	cursor   uint64             // the first sequence this queue has not acknowledged
+	purgedTo uint64             // the tenant's messages below it are removed (those below cursor are owed)
+	owed     int                // acknowledgements since the last purge began
+	purging  bool               // a purge is under way (one at a time)
+	held     *delivery          // the unsettled delivery (or the retried message), if any
+	due      time.Time          // when held comes again
+	lastSeq  uint64             // the message last delivered, and how often
+	attempts int                //
+	removing sync.WaitGroup     // the purge under way
+	failed   error              // the first removal that failed since the last Close
+	closed   bool
 }
 
 // Open makes the tenant's queue; the server keeps no state for it.
@@ -129,7 +128,7 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 		// Nothing to read: the last read at this cursor found nothing, less than a poll ago,
 		// while listening, and no signal has come since (an idle owner's Nexts, one after
 		// another, read once a poll, not once each).
-		skip := listening && !woke && q.emptyFrom == from && time.Since(emptyAt) < q.poll && len(q.wake) == 0
+		skip := listening && !woke && q.idleFrom == from && time.Since(emptyAt) < q.poll && len(q.wake) == 0
 		q.mu.Unlock()
 
 		if !skip {
@@ -155,7 +154,7 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 			}
 			q.idleFrom = at
 			if listening {
-				q.emptyAt, q.emptyFrom = start, at
+				q.emptyAt = start
 			}
 			q.mu.Unlock()
 		}
@@ -319,7 +318,7 @@ func (q *queue) settle(d *delivery, remove bool, again time.Time) {
 		return // a delivery already given up (its AckWait passed) is read again anyway
 	}
 	if q.cursor > d.seq {
-		return // removed already
+		return // acknowledged already
 	}
 	if q.held != nil && q.held.seq == d.seq {
 		q.held = nil
@@ -381,24 +380,7 @@ func (q *queue) settlePurge(to uint64, err error) {
 // purge removes the tenant's messages below sequence to (JetStream's purge with a subject
 // filter, "up to but not including"), and waits for the answer.
 func (q *queue) purge(ctx context.Context, to uint64) error {
-	req, _ := json.Marshal(map[string]any{"filter": q.subj, "seq": to})
-	resp, err := q.in.a.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+q.sh.name, req)
-	if err != nil {
-		return err
-	}
-	var r struct {
-		Success bool                `json:"success"`
-		Error   *jetstream.APIError `json:"error"`
-	}
-	switch {
-	case json.Unmarshal(resp.Data, &r) != nil:
-		return fmt.Errorf("an answer that is not JSON: %q", resp.Data)
-	case r.Error != nil:
-		return r.Error
-	case !r.Success:
-		return errors.New("the server did not say it purged")
-	}
-	return nil
+	return q.sh.Purge(ctx, jetstream.WithPurgeSubject(q.subj), jetstream.WithPurgeSequence(to))
 }
 
 // Close removes the acknowledged jobs still in the stream and waits for it; an unsettled
@@ -457,8 +439,10 @@ func (d *delivery) Extend(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Ack does not wait for the server's confirmation: a lost removal means the job is read
-// again by a later owner, which settles it idempotently from its final record.
+// Ack moves the queue's cursor past the job, with no request to the engine: its removal
+// comes with the others' (see purgeLocked). A removal that never happens (the owner lost its
+// lease first) means the job is read again by a later owner, which settles it idempotently
+// from its final record.
 func (d *delivery) Ack(ctx context.Context) error {
 	d.q.settle(d, true, time.Time{})
 	return ctx.Err()
