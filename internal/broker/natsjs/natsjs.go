@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/retry"
 )
 
 // Names of the streams, buckets and subjects this adapter uses.
@@ -249,10 +250,7 @@ func settle[T any](ctx context.Context, a *adapter, create func(context.Context)
 		if attempt == 3 {
 			a.cfg.Logger.WarnContext(ctx, "waiting for the cluster: its JetStream does not answer or cannot place the replicas yet", slog.Any("err", err))
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(100+rand.IntN(500)) * time.Millisecond):
-		}
+		_ = retry.Sleep(ctx, time.Duration(100+rand.IntN(500))*time.Millisecond) // ctx's end is told above, on the next try
 	}
 }
 

@@ -22,7 +22,8 @@ var syncProcsOnce sync.Once
 // process (tests) adds none.
 func raiseProcsForSyncs() {
 	syncProcsOnce.Do(func() {
-		if n, ok := syncProcs(runtime.GOMAXPROCS(0), os.Getenv("GOMAXPROCS")); ok {
+		cur := runtime.GOMAXPROCS(0)
+		if n := syncProcs(cur, os.Getenv("GOMAXPROCS")); n != cur {
 			runtime.GOMAXPROCS(n)
 		}
 	})
@@ -30,10 +31,10 @@ func raiseProcsForSyncs() {
 
 // syncProcs is how many Ps a process holding a syncing engine runs with, given its Ps now
 // (the runtime's default: the cores, or the container's CPU limit) and the environment's
-// GOMAXPROCS: twice as many, at least four more; ok is false when the environment says.
-func syncProcs(cur int, env string) (n int, ok bool) {
+// GOMAXPROCS: twice as many, at least four more; as many when the environment says.
+func syncProcs(cur int, env string) int {
 	if env != "" {
-		return cur, false
+		return cur
 	}
-	return cur + max(cur, 4), true
+	return cur + max(cur, 4)
 }
