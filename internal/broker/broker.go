@@ -69,8 +69,9 @@ type Inbox interface {
 	Open(ctx context.Context, t tenant.ID, opts QueueOptions) (Queue, error)
 	// Pending counts t's messages not yet removed: waiting, in flight, and acknowledged ones
 	// an open queue has not removed yet. A backend may remove acknowledged messages together
-	// (natsjs: one synced write for several); a queue removes them at the latest once Next
-	// finds nothing to deliver, and before Close returns, so a count read after either is exact.
+	// (natsjs: one synced write for several): a queue removes them before Close returns, so
+	// a count read after Close is exact, and in the background once its owner idles (natsjs:
+	// a read finds nothing twice at the same place), so the count comes right soon after.
 	Pending(ctx context.Context, t tenant.ID) (int, error)
 	// Tenants returns every tenant with pending messages and their counts. When part of the
 	// engine does not answer it may return those of the rest with an error wrapping ErrPartial.

@@ -67,7 +67,7 @@ func testPublishIdempotent(t *testing.T, h Harness) {
 }
 
 // testPendingAndTenants: Pending counts waiting and in-flight messages, and drops on Ack by
-// the queue's Close at the latest, or once its Next finds nothing (a backend may remove
+// the queue's Close at the latest, or soon after its Next finds nothing (a backend may remove
 // acknowledged messages together); Tenants lists exactly the tenants with pending messages.
 func testPendingAndTenants(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
