@@ -16,11 +16,12 @@ import (
 )
 
 // TestShortWaitsLoseNoDelivery: an owner waits briefly for its tenant's next job (10 ms when
-// other tenants wait for a worker) while the job arrives at any moment. A delivery the
-// server makes as the client's wait ends must still reach the client: one dropped on the
-// floor stays unacknowledged for the whole AckWait, and with one delivery in flight per
-// tenant the tenant's queue stops for that long (seen in bench: 15 s stalls, the default
-// lease TTL). Every job published here is received within 2 s, not the minute's AckWait.
+// other tenants wait for a worker) while the job arrives at any moment. A job stored as the
+// owner's wait ends must still reach it, by the next read or the publish's signal: when the
+// queue was a consumer, a delivery the server made as the client gave up went to a closed
+// inbox and held the tenant for the whole AckWait (seen in bench: 15 s stalls, the default
+// lease TTL; fetchOne now waits for the server's answer, which the results' pulls use).
+// Every job published here is received within 2 s, not the minute's AckWait.
 func TestShortWaitsLoseNoDelivery(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -1,14 +1,11 @@
 package natsjs
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -17,27 +14,15 @@ import (
 // gets an older binary turned off, from the stream's info.
 func TestPendingCountsWithAndWithoutDirectGets(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv := testServer(t)
-	nc := testConn(t, srv)
-	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
+	ctx, b, nc := aServer(t, Config{InboxShards: 1})
 	alice := mustTenant("p", "alice")
-	for i := range 3 {
-		job := testJob(fmt.Sprint("j", i), alice)
-		if err := b.Inbox.Publish(ctx, job); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishJobs(t, ctx, b, alice, "j", 3)
 	in := b.Inbox.(*inbox)
 	sh := in.a.shardOf(alice)
 	if n, ok := directPending(ctx, nc, sh, sh.subject+alice.Subject()); !ok || n != 3 {
 		t.Fatalf("direct count %d, %v; want 3 by a direct get", n, ok)
 	}
-	q, err := b.Inbox.Open(ctx, alice, broker.QueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openTenant(t, ctx, b, alice)
 	d, err := q.Next(ctx, time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,7 @@ func Connect(t testing.TB, env *Env) (*nats.Conn, *broker.Backend) {
 	if err != nil {
 		t.Fatalf("natsjs backend: %v", err)
 	}
+	t.Cleanup(func() { _ = b.Close() }) // before nc's: it stops the backend's pulls and watches
 	return nc, b
 }
 
