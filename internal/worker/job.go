@@ -59,8 +59,10 @@ var (
 // start marks the job running and counts the attempt, in one compare-and-set write. A job
 // already final (redelivered after a crash) returns errSettled. A job started crashStarts
 // times per allowed attempt without ever finishing returns errExhausted: it is taking its
-// workers down with it (a crash is not told apart from bad luck, hence the allowance). A missing record (records expire, messages
-// don't) is recreated from the message.
+// workers down with it (a crash is not told apart from bad luck, hence the allowance). A
+// missing record is made from the message: records expire and messages don't, and a job
+// submitted under a new id is recorded while it is published, so its record may not be
+// written yet, or not at all (router.Submit).
 func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 	job := d.Job()
 	o.w.set("running", o.leaseNow(), job.ID)
