@@ -134,7 +134,7 @@ var attributionOpener = regexp.MustCompile(`^((on|am|le|el|il|in data|op|em|den|
 // behind them ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:", "bla--- On …
 // wrote:") into the two lines, when a quote block follows. The attribution must be strong (an
 // address, a time or a year), so a sentence that mentions "on … wrote:" stays whole. It also
-// returns the person's words split off (normalized), which are content whatever the trimmer says.
+// returns the person's words split off (normalized), which are content whatever the coarse pass says.
 func splitRunOn(lines []string) ([]string, map[string]bool) {
 	var out []string
 	content := make(map[string]bool)

@@ -2,17 +2,22 @@
 // signatures and mobile footers, so that the router hands only the instruction ("make the header
 // green") to the rest of the system.
 //
-// Extraction runs two passes. The first is package trimmer, our copy of github.com/dimiro1/reply
-// (the Go port of discourse's email_reply_trimmer, MIT) with its patterns compiled once and
-// prefiltered, with the history and footers it does not know cut off after it (trim.go). The second is our own line scan, described below. The trimmer's text wins unless it
-// left nothing or dropped a line our scan holds to be content ("From: Monday to Friday", "you
-// wrote"), or stopped where the structure says the person's text goes on: at a delimiter with a
-// sentence below it and the history after that, or above the person's words resumed below a
-// quote block our scan recognized by its attribution. Forwards are ours alone. So "> " quotes the person answers below are kept, as
-// discourse keeps them. When both passes leave nothing but the body has unquoted text, that
-// text is the instruction and Result.Guessed says it was a guess: an instruction is never lost.
-// testdata/corpus holds public corpora; TestCorpusScores scores ours and dimiro1/reply itself
-// side by side on them.
+// Extraction runs two passes. The first, coarse pass (coarse.go) gives each line a kind (text,
+// quote, attribution or other marker of earlier mail, header line, footer, separator) and cuts
+// where the kinds say the person's text ends: at a separator, at a footer below text, below
+// text followed by earlier mail to the end, above a block of header lines; a reply written
+// below the earlier mail is its last run of text. The history and footers it does not know
+// are cut off after it (trim.go). The second is our own line scan, described below. The
+// coarse pass's text wins unless it left nothing or dropped a line our scan holds to be content
+// ("From: Monday to Friday", "you wrote"), or stopped where the structure says the person's
+// text goes on: at a delimiter with a sentence below it and the history after that, or above
+// the person's words resumed below a quote block our scan recognized by its attribution.
+// Forwards are ours alone. So "> " quotes the person answers below are kept. When both passes
+// leave nothing but the body has unquoted text, that text is the instruction and
+// Result.Guessed says it was a guess: an instruction is never lost. Everything runs on Go's
+// regexp (linear time) and plain string code. TestCorpusScores scores ours and
+// github.com/dimiro1/reply (a test dependency only) side by side on the public corpora kept
+// beside the repository in ../shared/corpora/reply.
 //
 // The input is the plain-text body that package message produced (the text/plain part, or the
 // HTML converted to text, where blockquotes became "> " lines). Extraction is heuristic and works

@@ -10,7 +10,7 @@ var originalMarker = regexp.MustCompile(`^-{2,}\s*(original message|original nac
 
 // isOriginalMarker reports whether l is an "Original Message" separator.
 func isOriginalMarker(l string) bool {
-	return originalMarker.MatchString(squash(l))
+	return originalMarker.MatchString(strings.Trim(squash(l), "*_"))
 }
 
 // forwardDashed matches dashed forward separators (Gmail, Thunderbird, Outlook.com, …).

@@ -37,7 +37,14 @@ func cutSigDash(lines []string) (text, sig []string) {
 // footerPatterns match a whole mobile or webmail footer line (squashed, link removed).
 var footerPatterns = regexp.MustCompile(`^(` + strings.Join([]string{
 	`sent from my .{1,60}`,
-	`sent (from|via|with) (outlook|yahoo mail|mail for windows|proton ?mail|aol|gmail|the .{1,40} app|samsung|blackberry).{0,60}`,
+	`sent (from|via|with|using) (outlook|yahoo mail|mail for windows|windows mail|mailbox|airmail|spark|typeapp|proton ?mail|aol|gmail|the .{1,40} app|samsung|blackberry|mobile|a phone|my phone|mobile device|\[?mail\]? for windows).{0,60}`,
+	`\S+ from (mobile|my mobile)`,
+	`sent by (galaxy|samsung|my phone|mobile).{0,30}`,
+	`from my (iphone|ipad|android|phone|mobile|smartphone|samsung|galaxy).{0,30}`,
+	`diese nachricht wurde von meinem .{1,60} gesendet\.?`,
+	`lähetetty (iphonesta|ipadista|android-puhelimesta|puhelimesta|outlookista|.{1,30}sta)`,
+	`(outlook|gmail|.{1,20}) für (ios|android) beziehen`,
+	`(從我的|发自我的|來自我的) ?.{1,20}( 傳送| 发送|傳送|发送)?`,
 	`(get|télécharger|obtenir|scarica|descargar|baixe|hent|skaffa|pobierz|download) \S+( \S+)? (for|pour|per|para|voor|för|dla|für) (ios|android|iphone|ipad)`,
 	`von meinem .{1,40} gesendet`,
 	`gesendet (von|mit) .{1,60}`,
@@ -56,12 +63,16 @@ var footerPatterns = regexp.MustCompile(`^(` + strings.Join([]string{
 }, "|") + `)$`)
 
 // footerLink is the link Outlook mobile appends to its footer: "Get Outlook for iOS<https://…>".
-var footerLink = regexp.MustCompile(`\s*(<https?://[^>]*>|\(\s*https?://[^)]*\))\s*$`)
+var footerLink = regexp.MustCompile(`\s*(<https?://[^>]*>|\(\s*https?://[^)]*\)|https?://\S*)\s*$`)
+
+// markdownLink is "[text](address)", as HTML-to-text tools write links; the text stays.
+var markdownLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 
 // isFooter reports whether l is a mobile/webmail footer line, also in the bracketed forms some
 // clients write ("[Sent from my phone]", "(Sent from Mail)").
 func isFooter(l string) bool {
 	l = footerLink.ReplaceAllString(strings.TrimSpace(l), "")
+	l = markdownLink.ReplaceAllString(l, "$1")
 	l = strings.TrimSpace(strings.Trim(l, "[]()<>"))
 	return footerPatterns.MatchString(squash(l))
 }

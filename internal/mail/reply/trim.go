@@ -3,15 +3,13 @@ package reply
 import (
 	"regexp"
 	"strings"
-
-	"github.com/webordinary/webordinary/internal/mail/reply/trimmer"
 )
 
-// trimmed is the first pass: package trimmer (our copy of github.com/dimiro1/reply, the Go port
-// of discourse's email_reply_trimmer), then the history and footers it does not know cut off. It keeps what the
-// trimmer keeps, including "> " quotes the person answers below.
+// trimmed is the first pass: the coarse pass over line kinds (coarse.go), then the history and
+// footers it does not know cut off. It keeps what the coarse pass keeps, including "> " quotes
+// the person answers below.
 func trimmed(body string, original []string, own scanResult) string {
-	lines := splitLines(trimmer.FromText(body))
+	lines := splitLines(coarse(body))
 	if s := scan(lines); s.start >= 0 {
 		lines = lines[:s.start]
 	}
@@ -37,7 +35,7 @@ func cutAtFooter(lines []string) []string {
 	return lines
 }
 
-// choose picks between our own full extraction and the trimmer's text. The trimmer is taken
+// choose picks between our own full extraction and the coarse pass's text. The coarse pass is taken
 // unless it left nothing or only quoted lines (and ours has the person's own), kept an unquoted
 // line our scan found to be history (an attribution above a quote block, a wrapped quoted
 // line), dropped the person's words
@@ -69,7 +67,7 @@ func choose(own Result, trim string, lines []string, s scanResult, content map[s
 	return trim
 }
 
-// overcut reports whether the trimmer cut at a content line.
+// overcut reports whether the coarse pass stopped at a content line.
 func overcut(l string) bool {
 	if label(l) != "" {
 		return true
@@ -83,11 +81,11 @@ func normalize(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// cutAtHistory cuts the trimmer's lines where they reach the original line history, at which our
-// own scan saw a header block or "Original Message" marker start: the trimmer removes header
+// cutAtHistory cuts the coarse pass's lines where they reach the original line history, at which our
+// own scan saw a header block or "Original Message" marker start: the coarse pass removes header
 // lines one by one and may keep what lies between them ("bob@example.com]" wrapped off a "From:"
-// line). Each trimmer line is found in the original in order, after whitespace
-// normalization; a line the trimmer rewrote is not found and stays.
+// line). Each coarse pass line is found in the original in order, after whitespace
+// normalization; a line the coarse pass kept is always found, since it never rewrites a line.
 func cutAtHistory(lines, original []string, history int) []string {
 	at := 0
 	for i, l := range lines {
@@ -109,7 +107,7 @@ func cutAtHistory(lines, original []string, history int) []string {
 }
 
 // cutAtLine cuts at the first line equal (after whitespace normalization) to the line where our
-// own scan saw history start: the trimmer may have removed the rest of a wrapped attribution
+// own scan saw history start: the coarse pass may have removed the rest of a wrapped attribution
 // and left its first line.
 func cutAtLine(lines []string, history string) []string {
 	h := normalize(history)
@@ -131,8 +129,8 @@ func allQuoted(text string) bool {
 	return true
 }
 
-// cutShort reports whether the trimmer stopped above text our scan holds to be the person's on
-// structural evidence: the first line the trimmer dropped is
+// cutShort reports whether the coarse pass stopped above text our scan holds to be the person's on
+// structural evidence: the first line the coarse pass dropped is
 //   - a bare delimiter ("____", a lone "-" bullet) below which our scan kept a sentence (not just
 //     a name, a title or a list footer, as a signature below a separator is) and that ends where
 //     it recognized history (an attribution, a header block) or a "--" signature, so the
