@@ -128,7 +128,7 @@ func startsLater(lines []string, i, n int) bool {
 
 // attributionOpener matches the words an attribution line starts with in the languages whose
 // attribution leads with them ("On …", "Am …", "Le …").
-var attributionOpener = regexp.MustCompile(`^((on|am|le|el|il|in data|op|em|den|w dniu)\b|på\s)`)
+var attributionOpener = regexp.MustCompile(`^((on|am|le|el|il|in data|op|em|no dia|pe|den|w dniu|dnia)\b|på\s|(في|فى)\s)`)
 
 // splitRunOn splits a line that carries the person's last words and an attribution run on
 // behind them ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:", "bla--- On …

@@ -13,11 +13,12 @@ func splitLines(body string) []string {
 	return strings.Split(body, "\n")
 }
 
-// dropInvisible removes byte-order marks and zero-width characters (iOS puts a BOM at the start of
+// dropInvisible removes byte-order marks, zero-width characters and bidirectional controls (iOS puts a BOM at the start of
 // quoted text) and turns non-breaking and other Unicode spaces into plain spaces.
 func dropInvisible(r rune) rune {
 	switch r {
-	case '\ufeff', '\u200b', '\u200c', '\u200d', '\u2060':
+	case '\ufeff', '\u200b', '\u200c', '\u200d', '\u2060',
+		'\u200e', '\u200f', '\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069':
 		return -1
 	case '\t':
 		return r

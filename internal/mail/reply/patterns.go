@@ -6,11 +6,17 @@ import (
 )
 
 // originalMarker matches "-----Original Message-----" and its localized and Samsung variants.
-var originalMarker = regexp.MustCompile(`^-{2,}\s*(original message|original nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
+var originalMarker = regexp.MustCompile(`^-{2,}\s*(original message|original[ -]nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
 
-// isOriginalMarker reports whether l is an "Original Message" separator.
+// replyAbove matches the line a ticket or forum system puts above the history it quotes:
+// "## Please type your reply above this line ##" and its translations.
+var replyAbove = regexp.MustCompile(`^[#=\-\s]*((please )?(type|write|enter) your (reply|response) above this line|reply above this line|bitte gib deine antwort oberhalb dieser zeile ein|merci de répondre au-dessus de cette ligne)\.?[#=\-\s]*$`)
+
+// isOriginalMarker reports whether l is an "Original Message" separator or a "reply above
+// this line" mark: the history below it is not the person's.
 func isOriginalMarker(l string) bool {
-	return originalMarker.MatchString(strings.Trim(squash(l), "*_"))
+	sq := strings.Trim(squash(l), "*_")
+	return originalMarker.MatchString(sq) || replyAbove.MatchString(sq)
 }
 
 // forwardDashed matches dashed forward separators (Gmail, Thunderbird, Outlook.com, …).
