@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -219,25 +220,15 @@ func (r *run) revertPublish(ctx context.Context, lv *live, p project.Publish) er
 	return nil
 }
 
-// goLive builds the checked-out default branch, pushes it and deploys it to production,
-// checking the lease before each irreversible step.
+// goLive deploys the checked-out default branch to production (the thread's preview when it
+// was built from the same tree, else a fresh build) and pushes it, checking the lease before
+// each irreversible step.
 func (r *run) goLive(ctx context.Context, lv *live) (worker.Outcome, error) {
-	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
-	if err := r.own(); err != nil {
+	dir, cleanup, err := r.liveSite(ctx)
+	if err != nil {
 		return r.outcome(""), err
 	}
-	var err error
-	r.stage("build", func() error {
-		r.buildRes, err = build.Run(ctx, r.ws.Dir, plan, r.buildConfig())
-		return err
-	})
-	r.splitInstall()
-	if err != nil {
-		if ctx.Err() != nil {
-			return r.outcome(""), context.Cause(ctx)
-		}
-		return r.outcome(""), errOwner("The site did not build from %s, so nothing was published; the live site is unchanged. (%v)", r.proj.DefaultBranch, err)
-	}
+	defer cleanup()
 	if lv.fresh {
 		if err := r.stage("push", func() error { return r.pushDefault(ctx) }); err != nil {
 			return r.outcome(""), err
@@ -248,11 +239,6 @@ func (r *run) goLive(ctx context.Context, lv *live) (worker.Outcome, error) {
 		if err := r.task.CheckLease(ctx); err != nil {
 			return err
 		}
-		dir, cleanup, err := r.siteDir(ctx)
-		if err != nil {
-			return err
-		}
-		defer cleanup()
 		dep, err = lv.target.DeployProduction(ctx, r.proj.ID, dir)
 		return err
 	})
@@ -267,6 +253,65 @@ func (r *run) goLive(ctx context.Context, lv *live) (worker.Outcome, error) {
 	}
 	out.Report.LiveURL = dep.URLs[0]
 	return out, nil
+}
+
+// liveSite returns the directory to deploy as the live site: the thread's last preview when
+// the checked-out tree is the one it was built from, else the output of a fresh build.
+func (r *run) liveSite(ctx context.Context) (string, func(), error) {
+	if dir, cleanup, ok := r.reusePreview(ctx); ok {
+		return dir, cleanup, nil
+	}
+	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
+	if err := r.own(); err != nil {
+		return "", nil, err
+	}
+	var err error
+	r.stage("build", func() error {
+		r.buildRes, err = build.Run(ctx, r.ws.Dir, plan, r.buildConfig())
+		return err
+	})
+	r.splitInstall()
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", nil, context.Cause(ctx)
+		}
+		return "", nil, errOwner("The site did not build from %s, so nothing was published; the live site is unchanged. (%v)", r.proj.DefaultBranch, err)
+	}
+	return r.siteDir(ctx)
+}
+
+// reusePreview writes the thread's last preview into a fresh directory when the checked-out
+// tree (the index, which the merge or revert left equal to HEAD) is the tree that preview was
+// built from. Anything that stops it (another tree, a pruned version, a store that cannot read
+// versions back) means a build instead, never a failed publish.
+func (r *run) reusePreview(ctx context.Context) (string, func(), bool) {
+	b := r.thread.Built
+	versions, ok := r.p.cfg.Preview.(preview.Versions)
+	if b == nil || !ok {
+		return "", nil, false
+	}
+	if tree, err := r.ws.IndexTree(ctx); err != nil || tree != b.Tree {
+		return "", nil, false
+	}
+	dir, err := os.MkdirTemp(r.state, "live-")
+	if err != nil {
+		return "", nil, false
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	err = r.stage("promote", func() error {
+		v, err := versions.Version(ctx, preview.Site{Project: r.proj.ID, Thread: r.thread.ID}, b.Version)
+		if err != nil {
+			return err
+		}
+		defer v.Close()
+		return v.WriteFiles(ctx, dir)
+	})
+	if err != nil {
+		cleanup()
+		r.log.InfoContext(ctx, "publish: building instead of reusing the preview", slog.String("version", b.Version), slog.Any("err", err))
+		return "", nil, false
+	}
+	return dir, cleanup, true
 }
 
 func (r *run) pushDefault(ctx context.Context) error {
@@ -290,6 +335,20 @@ func (r *run) recordPublish(ctx context.Context, lv *live, url string) {
 		}
 		t.Publishes = append(t.Publishes, p)
 	})
+}
+
+// recordBuilt remembers the preview this job deployed and the tree it committed, so that a
+// publish of that tree can deploy the preview as it is.
+func (r *run) recordBuilt(ctx context.Context) {
+	if r.deploy.Version == "" {
+		return
+	}
+	tree, err := r.ws.IndexTree(ctx)
+	if err != nil {
+		return
+	}
+	b := project.Built{Tree: tree, Version: r.deploy.Version, Job: r.task.Job.ID}
+	r.saveThread(ctx, func(t *project.Thread) { t.Built = &b })
 }
 
 // recordUndo marks publish n as undone by this job.

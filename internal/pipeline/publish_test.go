@@ -123,3 +123,48 @@ func (f *fixture) pushToMain(name, content string) {
 	git(f.t, dir, "-c", "user.name=o", "-c", "user.email=o@o", "commit", "--quiet", "-am", "other change")
 	git(f.t, dir, "push", "--quiet", "origin", "main")
 }
+
+// TestPublishReusesThePreview: publishing the very tree the thread's last preview was built
+// from deploys that preview as the live site without building again; once the default branch
+// has moved on, the merge is a new tree and is built.
+func TestPublishReusesThePreview(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, func(p *project.Project) {
+		p.BuildCommand, p.OutputDir = "mkdir -p dist && cp *.html dist/", "dist"
+	})
+	if _, err := f.run(task("t1", "replace Hello with Hi there in index.html")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.run(action("t1", broker.ActionPublish, "publish"))
+	if err != nil {
+		t.Fatalf("publish: %v %+v", err, out)
+	}
+	stages := out.Report.StagesMs
+	if _, built := stages["build"]; built {
+		t.Fatalf("publish of the preview's own tree built again: stages %v", stages)
+	}
+	if _, promoted := stages["promote"]; !promoted {
+		t.Fatalf("publish did not reuse the preview: stages %v", stages)
+	}
+	if code, body := f.page(out.Report.LiveURL, "/"); code != 200 || !strings.Contains(body, "Hi there") {
+		t.Fatalf("live site: %d %q", code, body)
+	}
+
+	if _, err := f.run(task("t2", "replace About us with About the bakery in about.html")); err != nil {
+		t.Fatal(err)
+	}
+	f.pushToMain("index.html", "<h1>Hi there, again</h1>\n")
+	out, err = f.run(action("t2", broker.ActionPublish, "publish"))
+	if err != nil {
+		t.Fatalf("publish after main moved: %v %+v", err, out)
+	}
+	if _, built := out.Report.StagesMs["build"]; !built {
+		t.Fatalf("a merge that made a new tree was not built: stages %v", out.Report.StagesMs)
+	}
+	if _, body := f.page(out.Report.LiveURL, "/"); !strings.Contains(body, "again") {
+		t.Fatalf("live site after the merge lacks main's change: %q", body)
+	}
+	if _, body := f.page(out.Report.LiveURL, "/about.html"); !strings.Contains(body, "bakery") {
+		t.Fatalf("live site after the merge lacks the thread's change: %q", body)
+	}
+}

@@ -144,6 +144,7 @@ func (r *run) publish(ctx context.Context) (worker.Outcome, error) {
 	if err := r.stage("push", func() error { return r.push(ctx) }); err != nil {
 		return r.outcome(sha), err
 	}
+	r.recordBuilt(ctx)
 	if !r.proj.CheckTurn { // else taken before the commit, for the check turn
 		r.stage("shots", func() error { r.takeShots(ctx, sha); return nil })
 	}

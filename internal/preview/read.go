@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -115,4 +117,51 @@ func (v *Version) Close() error {
 		return nil
 	}
 	return v.root.Close()
+}
+
+// WriteFiles writes the version's files under dir, an empty directory of the caller's, each
+// checked against its size as it is read; so a version already built can be deployed again
+// elsewhere (a preview promoted to the live site) without building it again. ctx is checked
+// between files.
+func (v *Version) WriteFiles(ctx context.Context, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for name, e := range v.v.man.Files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := writeBlob(root, name, e, v.v.blobs); err != nil {
+			return fmt.Errorf("write %s of version %s: %w", name, v.v.id, err)
+		}
+	}
+	return nil
+}
+
+// writeBlob copies the blob of e to name under root, creating its directories.
+func writeBlob(root *os.Root, name string, e entry, open blobOpener) error {
+	if d := path.Dir(name); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	in, err := open(e)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(out, io.LimitReader(in, e.Size+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != e.Size {
+		err = fmt.Errorf("blob %s is damaged", e.SHA256)
+	}
+	return err
 }

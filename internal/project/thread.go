@@ -27,6 +27,10 @@ type Thread struct {
 	// Publishes are the thread's publishes to production, oldest first ("undo" reverts the
 	// last one not undone yet).
 	Publishes []Publish `json:"publishes,omitempty"`
+	// Built is the thread's last preview with the tree it was built from, so that publishing
+	// that same tree deploys the preview instead of building it again. Nil until a job of
+	// the thread has deployed and pushed.
+	Built *Built `json:"built,omitempty"`
 	// MessageIDs are the email Message-IDs seen on the thread (for In-Reply-To matching).
 	MessageIDs []string  `json:"messageIds,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
@@ -42,6 +46,13 @@ type InterruptedJob struct {
 	// Files are the partial work's changed paths, as "M path".
 	Files   []string `json:"files,omitempty"`
 	Summary string   `json:"summary,omitempty"`
+}
+
+// Built is one preview version of a thread and the git tree it was built from.
+type Built struct {
+	Tree    string `json:"tree"`    // the committed tree the preview was built from
+	Version string `json:"version"` // the preview version (preview.Deployment.Version)
+	Job     string `json:"job"`
 }
 
 // Publish is one publish of a thread's branch to production.
