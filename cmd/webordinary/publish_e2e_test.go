@@ -49,7 +49,7 @@ func TestPublishAndUndoOverMail(t *testing.T) {
 	m := newMailSetup(t)
 	m.swaks(t, m.signed(t, "edit1@example.com", "Fresh bread daily"))
 	done := m.reply(t, 1)
-	if !strings.Contains(done, "Done!") || !strings.Contains(done, `Reply "publish"`) {
+	if !strings.Contains(done, "ready to look at") || !strings.Contains(done, `Reply "publish"`) {
 		t.Fatalf("edit reply:\n%s", done)
 	}
 	t.Logf("reply 1 (edit):\n%s", done)
@@ -58,7 +58,7 @@ func TestPublishAndUndoOverMail(t *testing.T) {
 	pub := m.reply(t, 2)
 	t.Logf("reply 2 (publish):\n%s", pub)
 	live := between(pub, "live at http://site.localhost:", "/")
-	if live == "" || !strings.Contains(pub, "Live site") {
+	if live == "" || !strings.Contains(pub, "See the live site") {
 		t.Fatalf("publish reply has no live URL:\n%s", pub)
 	}
 	if body := fetchPreview(t, "site.localhost:"+live); !strings.Contains(body, "Fresh bread daily") {

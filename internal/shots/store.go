@@ -158,7 +158,7 @@ func (s Store) Images(jobID string) []outbox.Image {
 			}
 			out = append(out, outbox.Image{ContentID: strings.TrimSuffix(pic.Mail, filepath.Ext(pic.Mail)) + "@" +
 				unsafeChars.ReplaceAllString(jobID, "-") + ".webordinary", ContentType: pic.MailType, Data: data,
-				Width: pic.MailW, Height: pic.MailH, Alt: pic.Alt, Caption: caption(pg, pic)})
+				Width: pic.MailW, Height: pic.MailH, Screen: pic.Width, Alt: pic.Alt, Caption: caption(pg, pic)})
 		}
 	}
 	return out

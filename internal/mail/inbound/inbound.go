@@ -63,8 +63,6 @@ type Config struct {
 	// Limits bound the parsing of each message (zero fields: message's defaults). A message
 	// over them is quarantined by the intake; raise them and release it to handle it after all.
 	Limits message.Limits
-	// JobURL, when set, links a job in replies.
-	JobURL func(jobID string) string
 	// LinkBase, when set, returns the base URL (scheme://host) at which PublishHandler is
 	// mounted under /publish/; done replies then carry a signed publish link. "" means none.
 	LinkBase func() string

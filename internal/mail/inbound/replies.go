@@ -59,9 +59,6 @@ func (in *Inbound) baseReply(job broker.Job, kind outbox.Kind) outbox.Reply {
 		ReplyTo: in.tokens.Address(in.cfg.Local, in.cfg.Domains[0], job.Thread),
 		Subject: job.Subject, InReplyTo: job.MessageID, References: job.References, JobID: job.ID,
 		Understood: job.Instruction, Guessed: job.Guessed}
-	if in.cfg.JobURL != nil {
-		rep.JobURL = in.cfg.JobURL(job.ID)
-	}
 	return rep
 }
 
@@ -80,17 +77,13 @@ func kindOf(s broker.State) outbox.Kind {
 // fillResult copies what the processor reported into the reply.
 func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
 	d := res.Report
-	rep.Summary, rep.Error, rep.Duration, rep.Attempts = res.Summary, res.Error, res.Duration, rec.Attempts
-	rep.Branch, rep.Commit, rep.Diffstat, rep.CostUSD = d.Branch, d.Commit, d.Diffstat, d.AgentCostUSD
+	rep.Summary, rep.Error, rep.Attempts, rep.Commit = res.Summary, res.Error, rec.Attempts, d.Commit
 	rep.LogTail, rep.PreviewURLs = d.BuildLogTail, d.PreviewURLs
-	rep.Superseded, rep.Continued = d.InterruptedBy != "", len(d.Continues)
+	rep.Superseded, rep.Continued, rep.NoChanges = d.InterruptedBy != "", len(d.Continues), d.NoChanges
 	if rep.LogTail == "" && res.State != broker.StateDone {
 		rep.LogTail = res.OutputTail
 	}
 	rep.Problem = outbox.ProblemOf(res.Error)
-	for _, f := range d.Files {
-		rep.Files = append(rep.Files, outbox.File{Status: f.Status, Path: f.Path})
-	}
 }
 
 // refuse tells a verified sender why their message was not acted on.

@@ -34,8 +34,8 @@ func Compose(r Reply, now time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("compose: %w", err)
 	}
 	ctype := mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": boundary})
-	if len(r.Images) > 0 {
-		if body, ctype, err = related(body, boundary, r.Images); err != nil {
+	if shown := c.images(); len(shown) > 0 {
+		if body, ctype, err = related(body, boundary, shown); err != nil {
 			return nil, fmt.Errorf("compose: %w", err)
 		}
 	}

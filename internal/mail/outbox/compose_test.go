@@ -18,16 +18,14 @@ func TestComposeKinds(t *testing.T) {
 		want   []string // in both the text and the HTML part
 	}{
 		{Done, nil, []string{
-			"Done!", "Changed the greeting to Grüße — ✓", "Files changed", "M index.html",
-			"A about/grüße.html", "2 files changed", "https://t0k3n.preview.example.com/",
-			"Latest preview of the whole site", "thread/t0k3n", "0123456", "took 2m13s", "$0.42", "https://app.example.com/jobs/job-42",
+			"Your change is ready to look at.", "Changed the greeting to Grüße — ✓", "See the preview",
+			"https://t0k3n.preview.example.com/", "Reply and say what to change",
 		}},
 		{Failed, func(r *Reply) {
 			r.Error, r.Problem, r.LogTail = "build: exit 1", ProblemBuild, "npm ERR! missing: logo.png"
-		}, []string{"couldn't finish", "your site no longer built with it", "What to do: Reply with more detail",
-			"https://app.example.com/jobs/job-42"}},
+		}, []string{"couldn't finish", "your site no longer built with it", "What to do: Reply with more detail"}},
 		{Interrupted, func(r *Reply) { r.Superseded = true }, []string{"Your newer message on this thread took over",
-			"What I had done so far was saved", "Files changed so far", "M index.html", "commit 0123456"}},
+			"What I had done so far was saved"}},
 		{Dead, func(r *Reply) { r.Attempts, r.Error, r.Problem = 3, "agent crashed", ProblemAgent }, []string{
 			"made 3 attempts", "stopped with an error", "have been told",
 		}},
@@ -40,10 +38,10 @@ func TestComposeKinds(t *testing.T) {
 			"Many instructions arrived", "held 2 messages", "Burst 021 — Change number 21", "Burst 022", "Nothing is lost",
 			"before 16:40 UTC will be held too",
 		}},
-		{Received, nil, []string{"Got it!", "Follow along", "https://app.example.com/jobs/job-42"}},
+		{Received, nil, []string{"Got it!", "reply here when it's done"}},
 		{Published, func(r *Reply) {
 			r.Summary, r.LiveURL = "Your changes from this conversation are live at https://acme.example.com/.", "https://acme.example.com/"
-		}, []string{"are live at https://acme.example.com/", "Live site", "M index.html", "to take the last publish back"}},
+		}, []string{"are live at https://acme.example.com/", "See the live site", "to take the last publish back"}},
 	}
 	if len(tests) != len(Kinds) {
 		t.Fatalf("table covers %d kinds, want all %d", len(tests), len(Kinds))
@@ -85,7 +83,7 @@ func TestInterruptedSaysExactlyWhatHappened(t *testing.T) {
 		superseded, commit bool
 		want, not          []string
 	}{
-		{"newer, saved", true, true, []string{"newer message on this thread took over", "was saved, and I'm carrying on", "commit 0123456"},
+		{"newer, saved", true, true, []string{"newer message on this thread took over", "was saved, and I'm carrying on"},
 			[]string{"hadn't changed anything", "stopped before it finished"}},
 		{"newer, nothing", true, false, []string{"newer message on this thread took over", "hadn't changed anything yet, so nothing was saved"},
 			[]string{"was saved,", "commit", "Files changed"}},
@@ -100,7 +98,7 @@ func TestInterruptedSaysExactlyWhatHappened(t *testing.T) {
 			r := sampleReply()
 			r.Kind, r.Superseded = Interrupted, tt.superseded
 			if !tt.commit {
-				r.Commit, r.Files, r.Diffstat = "", nil, ""
+				r.Commit = ""
 			}
 			msg, err := Compose(r, newClock().Now())
 			if err != nil {
@@ -170,7 +168,7 @@ func TestComposeEscapesHTML(t *testing.T) {
 	r.Error = `<img src=x onerror="alert(1)">`
 	r.LogTail = "</pre><script>alert(2)</script>"
 	r.Understood = "</pre><script>alert(2)</script>"
-	r.JobURL = "javascript:alert(3)"
+	r.PreviewURLs = []string{"javascript:alert(3)"}
 	msg, err := Compose(r, newClock().Now())
 	if err != nil {
 		t.Fatal(err)
@@ -299,23 +297,6 @@ func TestComposeNoHeaderInjection(t *testing.T) {
 	}
 	if h := parse(t, msg).Header; h.Get("Bcc") != "" {
 		t.Errorf("injected Bcc header: %q", h.Get("Bcc"))
-	}
-}
-
-func TestHumanDuration(t *testing.T) {
-	t.Parallel()
-	tests := map[time.Duration]string{
-		time.Second:                     "1 second",
-		45 * time.Second:                "45 seconds",
-		90 * time.Second:                "2 minutes",
-		time.Hour + 10*time.Minute:      "1 hour",
-		5*time.Hour + 40*time.Minute:    "6 hours",
-		59*time.Minute + 50*time.Second: "60 minutes",
-	}
-	for d, want := range tests {
-		if got := humanDuration(d); got != want {
-			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)
-		}
 	}
 }
 

@@ -2,14 +2,14 @@ package outbox
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
-	"time"
 )
 
 // block is one piece of a reply's body, rendered once as text and once as HTML, so the copy
 // lives in one place.
 type block struct {
-	Kind   string // "p", "list", "pre" or "links"
+	Kind   string // "p", "list", "pre", "links", "buttons" or "images"
 	Title  string // heading of a list or pre block
 	Text   string // paragraph or preformatted text
 	Items  []string
@@ -33,6 +33,15 @@ type content struct {
 	Footer string
 }
 
+// images are the pictures the content shows: the only ones the message carries.
+func (c content) images() []Image {
+	var out []Image
+	for _, b := range c.Blocks {
+		out = append(out, b.Images...)
+	}
+	return out
+}
+
 // add appends b unless it is empty.
 func (c *content) add(b block) {
 	if strings.TrimSpace(b.Text) != "" || len(b.Items) > 0 || len(b.Links) > 0 || len(b.Images) > 0 {
@@ -44,13 +53,6 @@ func (c *content) add(b block) {
 func (c *content) addPara(prefix, text string) {
 	if text = strings.TrimSpace(text); text != "" {
 		c.add(para("%s%s", prefix, text))
-	}
-}
-
-// addJob appends the job link.
-func (c *content) addJob(label, url string) {
-	if url != "" {
-		c.add(block{Kind: "links", Links: []link{{label, url}}})
 	}
 }
 
@@ -99,24 +101,82 @@ func kindBody(r Reply) content {
 	}
 }
 
+// doneBody is made for a phone: what changed, a big preview button, one picture, then how
+// to publish. Paths, diffs, branches, commits, costs and durations are for the operator's job
+// page, not the owner's mail.
 func doneBody(r Reply) content {
 	c := content{Footer: footerReply}
-	c.add(para("Done! Your edit is ready to look at."))
+	if r.NoChanges {
+		c.add(para("I looked into your request, but I didn't change anything on the site."))
+		c.addPara("", ownerText(r.Summary))
+		c.add(para("If something should change, reply and tell me a little more about what you'd like."))
+		return c
+	}
+	c.add(para("Your change is ready to look at."))
 	if r.Continued > 0 {
 		c.add(para("Your earlier message on this thread, which this one interrupted, was taken into account too."))
 	}
-	c.addPara("", r.Summary)
-	c.add(block{Kind: "images", Images: r.Images})
-	c.add(block{Kind: "links", Links: previewLinks(r.PreviewURLs)})
-	c.add(block{Kind: "list", Title: "Files changed", Items: fileItems(r.Files)})
-	c.add(block{Kind: "pre", Text: r.Diffstat})
-	c.addPara("", details(r))
+	c.addPara("", ownerText(r.Summary))
+	c.add(block{Kind: "buttons", Links: previewButton(r.PreviewURLs)})
+	c.add(block{Kind: "images", Images: onePicture(r.Images)})
 	if r.Publishable {
-		c.add(para("Happy with it? Reply \"publish\" to this email to put it live."))
-		c.add(block{Kind: "links", Links: publishLink(r.PublishURL)})
+		c.add(para("Happy with it? Reply \"publish\" to make it live."))
+		c.add(block{Kind: "buttons", Links: publishLink(r.PublishURL)})
 	}
-	c.addJob("Job", r.JobURL)
+	c.add(para("Not quite right? Reply and say what to change."))
 	return c
+}
+
+// previewButton is the thread's own preview: the one link the owner needs.
+func previewButton(urls []string) []link {
+	if len(urls) == 0 {
+		return nil
+	}
+	return []link{{"See the preview", urls[0]}}
+}
+
+// onePicture picks the picture the reply shows: the first page's phone picture, else the
+// first picture.
+func onePicture(images []Image) []Image {
+	for _, im := range images {
+		if im.Screen == "phone" {
+			return []Image{im}
+		}
+	}
+	if len(images) > 0 {
+		return images[:1]
+	}
+	return nil
+}
+
+// processNoise matches lines of an agent's text that are tool output rather than words for
+// the owner: exit statuses, sandbox and npm errors, stack traces.
+var processNoise = regexp.MustCompile(`(?i)exit(ed)? (with )?(code|status)|bwrap:|npm (err|error)|traceback|^\s*at \S+ \(|command not found|permission denied|^\s*(\$|#) `)
+
+// maxOwnerText bounds the agent's text in a reply.
+const maxOwnerText = 700
+
+// ownerText is the agent's account of its work as the owner reads it: tool output left out,
+// and at most a few paragraphs.
+func ownerText(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if !processNoise.MatchString(l) {
+			keep = append(keep, l)
+		}
+	}
+	s = strings.TrimSpace(strings.Join(keep, "\n"))
+	if len(s) <= maxOwnerText {
+		return s
+	}
+	cut := strings.LastIndex(s[:maxOwnerText], "\n\n")
+	if cut < maxOwnerText/3 {
+		cut = strings.LastIndexAny(s[:maxOwnerText], ".!?") + 1
+	}
+	if cut <= 0 {
+		cut = maxOwnerText
+	}
+	return strings.TrimSpace(s[:cut]) + " …"
 }
 
 func publishLink(url string) []link {
@@ -134,10 +194,8 @@ func publishedBody(r Reply) content {
 	}
 	c.addPara("", r.Summary)
 	if r.LiveURL != "" {
-		c.add(block{Kind: "links", Links: []link{{"Live site", r.LiveURL}}})
+		c.add(block{Kind: "buttons", Links: []link{{"See the live site", r.LiveURL}}})
 	}
-	c.add(block{Kind: "list", Title: "Files changed on the live site", Items: fileItems(r.Files)})
-	c.addJob("Job", r.JobURL)
 	return c
 }
 
@@ -150,7 +208,6 @@ func failedBody(r Reply) content {
 		c.add(para("%s", operatorTold))
 	}
 	c.addPara("What to do: ", a.todo)
-	c.addJob("Details for the site's operator", r.JobURL)
 	return c
 }
 
@@ -171,11 +228,6 @@ func interruptedBody(r Reply) content {
 	default:
 		c.add(para("What I had done so far was saved."))
 	}
-	if r.Commit != "" {
-		c.add(block{Kind: "list", Title: "Files changed so far", Items: fileItems(r.Files)})
-		c.addPara("", details(r))
-	}
-	c.addJob("Job", r.JobURL)
 	return c
 }
 
@@ -186,7 +238,6 @@ func deadBody(r Reply) content {
 	c.add(para("%s", a.what))
 	c.add(para("%s", operatorTold))
 	c.addPara("What to do: ", a.todo)
-	c.addJob("Details for the site's operator", r.JobURL)
 	return c
 }
 
@@ -230,62 +281,6 @@ func pronoun(n int) string {
 func receivedBody(r Reply) content {
 	c := content{Footer: footerAuto}
 	c.add(para("Got it! I'm working on your edit and will reply here when it's done."))
-	c.addJob("Follow along", r.JobURL)
-	return c
-}
-
-// previewLinks labels the thread's preview first, then the project's latest preview (the
-// order preview.URLs gives), then any others.
-func previewLinks(urls []string) []link {
-	var out []link
-	for i, u := range urls {
-		label := "Preview"
-		switch {
-		case i == 1:
-			label = "Latest preview of the whole site"
-		case i > 1:
-			label = fmt.Sprintf("Preview %d", i+1)
-		}
-		out = append(out, link{label, u})
-	}
-	return out
-}
-
-// fileItems renders files as "M path".
-func fileItems(files []File) []string {
-	out := make([]string, 0, len(files))
-	for _, f := range files {
-		out = append(out, strings.ToUpper(f.Status)+" "+f.Path)
-	}
-	return out
-}
-
-// details is the line with branch, commit, duration and cost, or "" if none is known.
-func details(r Reply) string {
-	var parts []string
-	if r.Branch != "" {
-		parts = append(parts, "Branch "+r.Branch)
-	}
-	if r.Commit != "" {
-		parts = append(parts, "commit "+shortCommit(r.Commit))
-	}
-	if r.Duration > 0 {
-		parts = append(parts, "took "+r.Duration.Round(time.Second).String())
-	}
-	if r.CostUSD > 0 {
-		parts = append(parts, fmt.Sprintf("cost $%.2f", r.CostUSD))
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	s := strings.Join(parts, ", ") + "."
-	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-func shortCommit(c string) string {
-	if len(c) > 7 {
-		return c[:7]
-	}
 	return c
 }
 
@@ -298,20 +293,4 @@ func attempts(n int) string {
 	default:
 		return fmt.Sprintf("%d attempts", n)
 	}
-}
-
-// humanDuration rounds d to whole seconds, minutes or hours.
-func humanDuration(d time.Duration) string {
-	unit, name := time.Hour, "hour"
-	switch {
-	case d < time.Minute:
-		unit, name = time.Second, "second"
-	case d < time.Hour:
-		unit, name = time.Minute, "minute"
-	}
-	n := int((d + unit/2) / unit)
-	if n == 1 {
-		return "1 " + name
-	}
-	return fmt.Sprintf("%d %ss", n, name)
 }

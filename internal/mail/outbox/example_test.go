@@ -23,7 +23,6 @@ func ExampleCompose() {
 		InReplyTo:   "CAF1234@mail.example.org",
 		JobID:       "j7",
 		Summary:     "Updated the opening hours on the contact page.",
-		Files:       []outbox.File{{Status: "M", Path: "contact.html"}},
 		PreviewURLs: []string{"https://k3y.preview.example.com/"},
 	}, time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC))
 	if err != nil {

@@ -25,6 +25,9 @@ type Image struct {
 	// Width and Height are its size in pixels (the HTML says so, for mail clients that lay out
 	// before loading).
 	Width, Height int
+	// Screen is the width the page was shown at ("phone", "desktop"); the reply shows one
+	// picture, the phone's when there is one.
+	Screen string
 	// Alt says what the picture shows, for those who cannot see it.
 	Alt string
 	// Caption is shown under the picture; optional.

@@ -23,8 +23,8 @@ func testPNG(t *testing.T, w, h int) []byte {
 }
 
 // TestComposeWithImages: a reply with pictures is multipart/related around the alternative;
-// the HTML shows each picture by cid with its alt text, the text part names them, and each
-// picture decodes from its inline part.
+// it shows and carries one picture, the phone's: the HTML by cid with its alt text, the text
+// part by name, and the picture decodes from its inline part.
 func TestComposeWithImages(t *testing.T) {
 	t.Parallel()
 	r := sampleReply()
@@ -32,7 +32,7 @@ func TestComposeWithImages(t *testing.T) {
 		{ContentID: "p1-desktop@job-42.webordinary", ContentType: "image/png", Data: testPNG(t, 64, 40), Width: 64, Height: 40,
 			Alt: `The page "Home" (/) on a desktop screen; the changed part is outlined.`},
 		{ContentID: "p1-phone@job-42.webordinary", ContentType: "image/png", Data: testPNG(t, 32, 60), Width: 32, Height: 60,
-			Alt: "The page / on a phone screen."},
+			Screen: "phone", Alt: `The page "Home" (/) on a phone screen; the changed part is outlined.`},
 	}
 	msg, err := Compose(r, newClock().Now())
 	if err != nil {
@@ -45,22 +45,22 @@ func TestComposeWithImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, im := range r.Images {
-		if !strings.Contains(env.HTML, `src="cid:`+im.ContentID+`"`) || !strings.Contains(env.Text, "[Picture: "+im.Alt+"]") {
-			t.Errorf("the parts do not show %s:\n%s\n%s", im.ContentID, env.HTML, env.Text)
-		}
+	phone, desktop := r.Images[1], r.Images[0]
+	if !strings.Contains(env.HTML, `src="cid:`+phone.ContentID+`"`) || !strings.Contains(env.Text, "[Picture: "+phone.Alt+"]") {
+		t.Errorf("the parts do not show %s:\n%s\n%s", phone.ContentID, env.HTML, env.Text)
 	}
-	if !strings.Contains(env.HTML, `alt="The page &#34;Home&#34; (/) on a desktop screen; the changed part is outlined."`) {
+	if strings.Contains(env.HTML, desktop.ContentID) || strings.Contains(env.Text, desktop.Alt) {
+		t.Errorf("the parts show the desktop picture too:\n%s\n%s", env.HTML, env.Text)
+	}
+	if !strings.Contains(env.HTML, `alt="The page &#34;Home&#34; (/) on a phone screen; the changed part is outlined."`) {
 		t.Errorf("alt text missing or unescaped:\n%s", env.HTML)
 	}
-	if len(env.Inlines) != 2 {
-		t.Fatalf("inline parts = %d, want 2", len(env.Inlines))
+	if len(env.Inlines) != 1 {
+		t.Fatalf("inline parts = %d, want 1", len(env.Inlines))
 	}
-	for i, p := range env.Inlines {
-		img, err := png.Decode(bytes.NewReader(p.Content))
-		if err != nil || p.ContentID != r.Images[i].ContentID || img.Bounds().Dx() != r.Images[i].Width {
-			t.Errorf("inline part %d: id %q, %v, %v", i, p.ContentID, err, img)
-		}
+	img, err := png.Decode(bytes.NewReader(env.Inlines[0].Content))
+	if err != nil || env.Inlines[0].ContentID != phone.ContentID || img.Bounds().Dx() != phone.Width {
+		t.Errorf("inline part: id %q, %v, %v", env.Inlines[0].ContentID, err, img)
 	}
 }
 

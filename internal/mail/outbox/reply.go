@@ -17,7 +17,7 @@ type Kind string
 
 // The kinds of reply.
 const (
-	// Done: the agent edited the site; the reply shows the summary, files and previews.
+	// Done: the agent edited the site; the reply shows what changed, the preview and a picture.
 	Done Kind = "done"
 	// Failed: the job ran and failed; the reply says what went wrong and what to try.
 	Failed Kind = "failed"
@@ -38,12 +38,6 @@ const (
 
 // Kinds lists every kind, in a stable order.
 var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, Held, Received, Published}
-
-// File is one changed file of a job.
-type File struct {
-	Status string // A (added), M (modified), D (deleted) or R (renamed)
-	Path   string
-}
 
 // Reply is what a person is told about their instruction.
 type Reply struct {
@@ -69,14 +63,10 @@ type Reply struct {
 	MessageID string
 	JobID     string
 	Summary   string
-	Files     []File
-	Diffstat  string
-	// PreviewURLs are preview links, the thread's own preview first.
+	// PreviewURLs are preview links, the thread's own preview first (the reply shows that one).
 	PreviewURLs []string
-	Branch      string
-	Commit      string
-	CostUSD     float64
-	Duration    time.Duration
+	// Commit (Interrupted) is the commit that saved the partial work; empty when none.
+	Commit string
 	// Attempts is how many times the job ran (Dead).
 	Attempts int
 	// HeldMessages (Held) are the messages held, one line each (subject, first words);
@@ -92,8 +82,6 @@ type Reply struct {
 	Hint string
 	// LogTail is the tail of the build or agent output; for the operator, never in the email.
 	LogTail string
-	// JobURL is a link to follow the job; optional.
-	JobURL string
 	// Understood is the instruction as it was read from the owner's email; replies about a job
 	// quote it back ("I read your request as: …"). Optional.
 	Understood string
@@ -112,8 +100,10 @@ type Reply struct {
 	// Publishable the reply also says that replying "publish" does it.
 	PublishURL  string
 	Publishable bool
-	// Images are pictures of the change, shown inline after the summary (Done).
+	// Images are pictures of the change (Done); the reply shows one, below the preview button.
 	Images []Image
+	// NoChanges (Done) says the agent changed no file: the reply says so rather than "done".
+	NoChanges bool
 }
 
 // validate checks the fields Compose cannot do without.

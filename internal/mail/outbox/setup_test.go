@@ -334,14 +334,8 @@ func sampleReply() Reply {
 		References:  []string{"root@mail.example.org"},
 		JobID:       "job-42",
 		Summary:     "Changed the greeting to Grüße — ✓ and removed <script>alert(1)</script>.",
-		Files:       []File{{"M", "index.html"}, {"A", "about/grüße.html"}},
-		Diffstat:    " 2 files changed, 10 insertions(+), 1 deletion(-)",
 		PreviewURLs: []string{"https://t0k3n.preview.example.com/", "https://main.preview.example.com/"},
-		Branch:      "thread/t0k3n",
 		Commit:      "0123456789abcdef",
-		CostUSD:     0.4242,
-		Duration:    2*time.Minute + 13*time.Second + 300*time.Millisecond,
-		JobURL:      "https://app.example.com/jobs/job-42",
 	}
 }
 
