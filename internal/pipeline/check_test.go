@@ -223,3 +223,40 @@ func TestCheckTurnOffByDefault(t *testing.T) {
 		t.Errorf("agent cost $%v, want $0.01", out.Report.AgentCostUSD)
 	}
 }
+
+// TestPicturesCompareWithTheThreadsOwnPreview: a new thread's pictures are not compared with
+// another thread's preview (changes this owner never asked for), so nothing is outlined or
+// called new; a follow-up compares with the thread's own previous preview.
+func TestPicturesCompareWithTheThreadsOwnPreview(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t, func(p *project.Project) { p.CheckTurn = false })
+	if _, err := f.run(task("t1", "replace Hello with Hi there in index.html")); err != nil {
+		t.Fatal(err)
+	}
+	first := task("t2", "replace About us with About the bakery in about.html")
+	if _, err := f.run(first); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.sh.Store().Report(first.Job.ID)
+	if err != nil || len(rep.Pages) == 0 {
+		t.Fatalf("pictures of the new thread's job: %+v %v", rep, err)
+	}
+	for _, pg := range rep.Pages {
+		if pg.New {
+			t.Errorf("%s is called new, though the owner's site had it", pg.Path)
+		}
+		for _, s := range pg.Shots {
+			if s.Before != "" || len(s.Boxes) > 0 {
+				t.Errorf("%s at %s was compared with another thread's preview: before %q, boxes %v", pg.Path, s.Width, s.Before, s.Boxes)
+			}
+		}
+	}
+	follow := task("t2", "replace the bakery with our bakery in about.html")
+	if _, err := f.run(follow); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = f.sh.Store().Report(follow.Job.ID)
+	if err != nil || len(rep.Pages) == 0 || len(rep.Pages[0].Shots) == 0 || rep.Pages[0].Shots[0].Before == "" {
+		t.Fatalf("the follow-up's pictures have no before from the thread's own preview: %+v %v", rep, err)
+	}
+}

@@ -24,11 +24,12 @@ func (r *run) takeShots(ctx context.Context, sha string) shots.Report {
 		return shots.Report{Note: "No pictures: " + err.Error()}
 	}
 	defer req.After.Close()
-	if prev := r.deploy.Previous; !prev.IsZero() {
-		before := preview.Site{Project: site.Project, Thread: prev.Thread}
-		if req.Before, err = versions.Version(ctx, before, prev.Version); err == nil {
+	if prev := r.deploy.Previous; !prev.IsZero() && prev.Thread == r.thread.ID {
+		// Only the thread's own previous preview is what this owner saw before: another
+		// thread's (the project's latest) holds changes this owner never asked for.
+		if req.Before, err = versions.Version(ctx, site, prev.Version); err == nil {
 			defer req.Before.Close()
-		} // pruned since: every page counts as new
+		} // pruned since: pictures without a before
 	}
 	req.Sources = r.sources(ctx, sha)
 	rep, _ := sh.Shoot(ctx, req) // logged and stored by Shoot

@@ -35,7 +35,7 @@ func Pick(before, after map[string]preview.File, sources []string, n int) []Cand
 		switch {
 		case path.Base(f) == "404.html": // shown only for a missing page
 		case isPage(f):
-			pages = append(pages, Candidate{File: f, Path: urlPath(f), New: !had})
+			pages = append(pages, Candidate{File: f, Path: urlPath(f), New: before != nil && !had})
 		case !inert[strings.ToLower(path.Ext(f))]:
 			assets = true
 		}
@@ -44,7 +44,7 @@ func Pick(before, after map[string]preview.File, sources []string, n int) []Cand
 	slices.SortFunc(pages, func(a, b Candidate) int { return compareRelevance(a, b, stems) })
 	if _, ok := after["index.html"]; assets && !slices.ContainsFunc(pages, func(c Candidate) bool { return c.File == "index.html" }) && ok {
 		_, had := before["index.html"]
-		pages = append(pages, Candidate{File: "index.html", Path: "/", New: !had})
+		pages = append(pages, Candidate{File: "index.html", Path: "/", New: before != nil && !had})
 	}
 	return pages[:min(len(pages), n)]
 }
@@ -77,14 +77,26 @@ func pageStem(f string) string {
 	return strings.TrimSuffix(path.Base(f), path.Ext(f))
 }
 
+// sourceStems names the pages the changed sources stand for: "about" for about.astro and for
+// about/index.astro (an index is named by its folder, unless that folder holds all the
+// pages), "index" for the site's own index.
 func sourceStems(sources []string) map[string]bool {
 	stems := map[string]bool{}
 	for _, s := range sources {
 		base := path.Base(s)
-		stems[strings.ToLower(strings.TrimSuffix(base, path.Ext(base)))] = true
+		stem := strings.ToLower(strings.TrimSuffix(base, path.Ext(base)))
+		if dir := strings.ToLower(path.Base(path.Dir(s))); stem == "index" && !pageRoots[dir] {
+			stem = dir
+		}
+		stems[stem] = true
 	}
 	return stems
 }
+
+// pageRoots are the folders site generators keep their top-level pages in: an index there is
+// the site's index.
+var pageRoots = map[string]bool{".": true, "/": true, "src": true, "pages": true, "app": true, "routes": true,
+	"content": true, "site": true, "public": true, "docs": true, "www": true}
 
 // compareRelevance orders named pages first, then the index, then shallow paths, then by name.
 func compareRelevance(a, b Candidate, stems map[string]bool) int {

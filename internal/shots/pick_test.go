@@ -36,6 +36,10 @@ func TestPick(t *testing.T) {
 			[]string{"/", "/about/", "/blog/post.html"}},
 		{"a changed source names its page first", files("index.html", "A", "about/index.html", "B"), []string{"src/pages/about.astro"}, 3,
 			[]string{"/about/", "/"}},
+		{"an index source names its folder's page", files("index.html", "A", "about/index.html", "B"), []string{"src/pages/about/index.astro"}, 3,
+			[]string{"/about/", "/"}},
+		{"the site's own index source names the index", files("index.html", "A", "about/index.html", "B"), []string{"src/pages/index.astro"}, 3,
+			[]string{"/", "/about/"}},
 		{"at most n", files("index.html", "A", "about/index.html", "B", "blog/post.html", "C"), nil, 1, []string{"/"}},
 		{"html and css: the index joins last", files("blog/post.html", "C", "style.css", "D", "index.html", "a"), nil, 3,
 			[]string{"/blog/post.html", "/"}},
@@ -49,8 +53,11 @@ func TestPick(t *testing.T) {
 			t.Errorf("%s: picked %v, want %v", c.name, got, c.want)
 		}
 	}
-	if got := shots.Pick(nil, files("index.html", "a"), nil, 3); len(got) != 1 || !got[0].New {
-		t.Errorf("first version: %+v, want the index, new", got)
+	if got := shots.Pick(nil, files("index.html", "a"), nil, 3); len(got) != 1 || got[0].New {
+		t.Errorf("nothing known before: %+v, want the index, not called new", got)
+	}
+	if got := shots.Pick(files("index.html", "a"), files("index.html", "a", "menu.html", "m"), nil, 3); len(got) != 1 || !got[0].New {
+		t.Errorf("a page the version before lacked: %+v, want it, new", got)
 	}
 }
 

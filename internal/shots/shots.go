@@ -132,8 +132,8 @@ func (s *Shooter) Store() Store { return Store{Dir: s.store.Dir} }
 // Request is one job's deploy to take pictures of.
 type Request struct {
 	JobID string
-	// Before is the version the deploy replaced; nil for a thread's first deploy (every page
-	// is new then).
+	// Before is what the owner had before the deploy; nil when that is not known (no page
+	// is then called new, and nothing is outlined).
 	Before *preview.Version
 	// After is the version the deploy published. Required.
 	After *preview.Version
