@@ -9,9 +9,10 @@
 //     is refused (ErrSymlink), not resolved. (A link swapped in after the check is still
 //     resolved by os.Root beneath the tree, so a race can only lead to another file of the
 //     same tree, which the job could have written anyway.)
-//   - Reads open with O_NOFOLLOW|O_NONBLOCK (a FIFO cannot stall the open), then fstat the
-//     descriptor and refuse anything but a regular file (ErrNotRegular), so what is read is
-//     what was checked.
+//   - Reads Lstat the name and refuse anything but a regular file (ErrNotRegular) before
+//     opening it, open with O_NOFOLLOW|O_NONBLOCK (a FIFO cannot stall the open), then fstat
+//     the descriptor and refuse it unless it is the same regular file the Lstat saw, so what
+//     is read is what was checked.
 //   - Every read is bounded twice: by a size in bytes (ErrTooLarge; the file's size at open
 //     and the bytes actually read both count) and by the context, checked between chunks.
 //   - Writes create new files only (O_EXCL), after creating missing parent directories one

@@ -26,9 +26,11 @@ func (t *Tree) Open(name string, max int64) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if fi, err := t.root.Lstat(clean); err != nil {
+	checked, err := t.root.Lstat(clean)
+	if err != nil {
 		return nil, nil, err
-	} else if err := wantRegular(clean, fi, max); err != nil {
+	}
+	if err := wantRegular(clean, checked, max); err != nil {
 		return nil, nil, err // no open at all of a device or FIFO
 	}
 	f, err := t.root.OpenFile(clean, readFlags, 0)
@@ -37,13 +39,26 @@ func (t *Tree) Open(name string, max int64) (*os.File, fs.FileInfo, error) {
 	}
 	fi, err := f.Stat()
 	if err == nil {
-		err = wantRegular(clean, fi, max)
+		err = sameRegular(clean, checked, fi, max)
 	}
 	if err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	return f, fi, nil
+}
+
+// sameRegular checks the open file: still a regular file within max, and the very file the
+// Lstat saw. (os.Root resolves a symlink inside the tree even under O_NOFOLLOW, so a name
+// swapped for a link after the Lstat would otherwise open the link's target.)
+func sameRegular(name string, checked, opened fs.FileInfo, max int64) error {
+	if err := wantRegular(name, opened, max); err != nil {
+		return err
+	}
+	if !os.SameFile(checked, opened) {
+		return fmt.Errorf("%s changed while the platform read it: %w", filepath.ToSlash(name), ErrNotRegular)
+	}
+	return nil
 }
 
 // refused maps the ELOOP of an O_NOFOLLOW open of a symlink onto ErrSymlink.
