@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/webordinary/webordinary/internal/hostile"
 )
 
 // Limits of an archive.
@@ -57,6 +59,7 @@ func Pack(root string, maxBytes int) ([]byte, Stats, error) {
 	zw, _ := gzip.NewWriterLevel(&capped{buf: &buf, max: maxBytes}, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	p := packer{root: root, tw: tw}
+	defer p.close()
 	for _, top := range Travelling {
 		if err := p.walk(top); err != nil {
 			return nil, p.stats, err
@@ -84,8 +87,15 @@ func (c *capped) Write(p []byte) (int, error) {
 
 type packer struct {
 	root  string
+	tree  *hostile.Tree // opened at the first file
 	tw    *tar.Writer
 	stats Stats
+}
+
+func (p *packer) close() {
+	if p.tree != nil {
+		p.tree.Close()
+	}
 }
 
 func (p *packer) walk(top string) error {
@@ -104,31 +114,31 @@ func (p *packer) walk(top string) error {
 		case Skipped(rel), !d.IsDir() && !d.Type().IsRegular():
 			return nil
 		}
-		return p.add(abs, rel, d)
+		return p.add(rel, d)
 	})
 	return err
 }
 
-func (p *packer) add(abs, rel string, d fs.DirEntry) error {
-	fi, err := d.Info()
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+func (p *packer) add(rel string, d fs.DirEntry) error {
 	if d.IsDir() {
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 		return p.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime()})
 	}
-	p.stats.Unpacked += fi.Size()
-	if p.stats.Unpacked > MaxUnpacked {
-		return fmt.Errorf("%w: more than %d MiB of files", ErrTooLarge, MaxUnpacked>>20)
+	f, fi, err := p.open(rel)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostile.ErrSymlink) || errors.Is(err, hostile.ErrNotRegular) {
+		return nil // gone or swapped for something else since the walk saw it
 	}
-	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	p.stats.Unpacked += fi.Size()
 	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: int64(fi.Mode().Perm()), Size: fi.Size(), ModTime: fi.ModTime()}
 	if err := p.tw.WriteHeader(hdr); err != nil {
 		return err
@@ -138,6 +148,23 @@ func (p *packer) add(abs, rel string, d fs.DirEntry) error {
 	}
 	p.stats.Files++
 	return nil
+}
+
+// open opens the file rel of the state, which the job controls: through package hostile
+// (no link followed, no FIFO waited for), within what is left of MaxUnpacked.
+func (p *packer) open(rel string) (*os.File, fs.FileInfo, error) {
+	if p.tree == nil {
+		tree, err := hostile.Open(p.root)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.tree = tree
+	}
+	f, fi, err := p.tree.Open(filepath.FromSlash(rel), MaxUnpacked-p.stats.Unpacked)
+	if errors.Is(err, hostile.ErrTooLarge) {
+		err = fmt.Errorf("%w: more than %d MiB of files", ErrTooLarge, MaxUnpacked>>20)
+	}
+	return f, fi, err
 }
 
 // Unpack writes an archive made by Pack into a new directory dst (created; its parent must

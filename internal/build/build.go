@@ -7,11 +7,10 @@ package build
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/hostile"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
@@ -35,8 +35,9 @@ type Plan struct {
 }
 
 // Detect returns the plan for the repository at dir; command and output override detection.
+// It follows no link: a package.json that is one makes a Node site whose checks refuse it.
 func Detect(dir, command, output string) Plan {
-	_, err := os.Stat(filepath.Join(dir, "package.json"))
+	_, err := os.Lstat(filepath.Join(dir, "package.json"))
 	p := Plan{Node: err == nil, Command: command, OutputDir: output}
 	if p.Node && p.Command == "" {
 		p.Command = "npm run build"
@@ -134,7 +135,10 @@ func run(ctx context.Context, dir string, plan Plan, cfg Config, log *tail, res 
 // install runs npm ci (or npm install without a lockfile, or when npm ci fails) when the
 // lockfile changed since the last successful install in this workspace.
 func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, error) {
-	lock := lockHash(dir)
+	lock, err := lockHash(ctx, dir)
+	if err != nil {
+		return false, err
+	}
 	stateDir := cfg.StateDir
 	stamp := filepath.Join(stateDir, "install.lockhash")
 	if prev, err := os.ReadFile(stamp); err == nil && string(prev) == lock {
@@ -142,7 +146,7 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 			return false, nil
 		}
 	}
-	err := errors.New("no lockfile")
+	err = errors.New("no lockfile")
 	if lock != "none" {
 		if err = shell(ctx, dir, "npm ci --no-audit --no-fund", log, cfg.Env, cfg.Jail); err == nil {
 			return true, writeStamp(stateDir, stamp, lock)
@@ -152,7 +156,10 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 	if err := shell(ctx, dir, "npm install --no-audit --no-fund", log, cfg.Env, cfg.Jail); err != nil {
 		return true, fmt.Errorf("%w: npm install: %w", ErrBuild, err)
 	}
-	return true, writeStamp(stateDir, stamp, lockHash(dir))
+	if lock, err = lockHash(ctx, dir); err != nil {
+		return true, err
+	}
+	return true, writeStamp(stateDir, stamp, lock)
 }
 
 func writeStamp(dir, path, hash string) error {
@@ -162,14 +169,38 @@ func writeStamp(dir, path, hash string) error {
 	return os.WriteFile(path, []byte(hash), 0o644)
 }
 
-func lockHash(dir string) string {
-	for _, name := range []string{"package-lock.json", "npm-shrinkwrap.json"} {
-		if data, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
-			sum := sha256.Sum256(data)
-			return hex.EncodeToString(sum[:])
-		}
+// Limits on the site's files the platform reads itself (see package hostile).
+const (
+	maxLockfile = 512 << 20
+	maxManifest = 16 << 20
+	maxNvmrc    = 64 << 10
+)
+
+// lockHash is the hash of the site's lockfile, "none" without one. The lockfile is in the
+// job's tree: a link, FIFO or oversized file there is a build error.
+func lockHash(ctx context.Context, dir string) (string, error) {
+	tree, err := hostile.Open(dir)
+	if err != nil {
+		return "", err
 	}
-	return "none"
+	defer tree.Close()
+	for _, name := range []string{"package-lock.json", "npm-shrinkwrap.json"} {
+		sum, err := tree.Hash(ctx, name, maxLockfile)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		return sum, siteFileErr(ctx, err)
+	}
+	return "none", nil
+}
+
+// siteFileErr makes a refused read of the site's file a build error (its text is for the
+// site's owner); ctx ending stays itself.
+func siteFileErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrBuild, err)
 }
 
 // shell runs command with sh -c in dir under the reaper (sandboxed when jail is set), so a
@@ -207,9 +238,9 @@ func shell(ctx context.Context, dir, command string, log *tail, env []string, ja
 // CheckNode compares the site's Node requirement (package.json engines.node, .nvmrc) with
 // the worker's `node --version` and says both when they do not fit.
 func CheckNode(ctx context.Context, dir string) error {
-	want := requiredNode(dir)
-	if want == "" {
-		return nil
+	want, err := requiredNode(ctx, dir)
+	if want == "" || err != nil {
+		return err
 	}
 	out, err := exec.CommandContext(ctx, "node", "--version").Output()
 	if err != nil {
@@ -223,21 +254,37 @@ func CheckNode(ctx context.Context, dir string) error {
 	return nil
 }
 
-func requiredNode(dir string) string {
+// requiredNode reads the Node requirement from package.json's engines.node or .nvmrc, both
+// in the job's tree (read through package hostile).
+func requiredNode(ctx context.Context, dir string) (string, error) {
+	tree, err := hostile.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	defer tree.Close()
 	var pkg struct {
 		Engines struct {
 			Node string `json:"node"`
 		} `json:"engines"`
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "package.json")); err == nil && json.Unmarshal(data, &pkg) == nil && pkg.Engines.Node != "" {
-		return pkg.Engines.Node
+	data, err := tree.ReadFile(ctx, "package.json", maxManifest)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", siteFileErr(ctx, err)
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, ".nvmrc")); err == nil {
-		if v := strings.TrimSpace(string(data)); v != "" && (v[0] >= '0' && v[0] <= '9' || v[0] == 'v') {
-			return ">=" + strings.TrimPrefix(v, "v")
-		}
+	if err == nil && json.Unmarshal(data, &pkg) == nil && pkg.Engines.Node != "" {
+		return pkg.Engines.Node, nil
 	}
-	return ""
+	data, err = tree.ReadFile(ctx, ".nvmrc", maxNvmrc)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", siteFileErr(ctx, err)
+	}
+	if v := strings.TrimSpace(string(data)); v != "" && (v[0] >= '0' && v[0] <= '9' || v[0] == 'v') {
+		return ">=" + strings.TrimPrefix(v, "v"), nil
+	}
+	return "", nil
 }
 
 type tail struct {

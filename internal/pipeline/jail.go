@@ -2,15 +2,15 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/hostile"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
@@ -110,28 +110,54 @@ func (r *run) excluded() []string {
 	return []string{plan.OutputDir}
 }
 
-// snapshot maps each path that differs from HEAD to a digest of its content ("" when deleted).
+// snapshot maps each path that differs from HEAD to a digest of it ("" when deleted). The
+// paths are in the job's tree: a digest reads through package hostile, never follows a link
+// and ends with ctx.
 func (r *run) snapshot(ctx context.Context) (map[string]string, error) {
 	paths, err := r.ws.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
+	tree, err := hostile.Open(r.ws.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer tree.Close()
 	out := make(map[string]string, len(paths))
 	for _, p := range paths {
-		out[p] = digest(filepath.Join(r.ws.Dir, p))
+		if out[p], err = digest(ctx, tree, filepath.FromSlash(p)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
-func digest(path string) string {
-	f, err := os.Open(path)
+// maxDigest bounds the bytes a digest reads; a larger file is told by its size and time.
+const maxDigest = 256 << 20
+
+// digest tells apart the states of name: its content's hash for a regular file, its target
+// for a link, its type for anything else, "" when it is gone. Only ctx ending is an error.
+func digest(ctx context.Context, tree *hostile.Tree, name string) (string, error) {
+	fi, err := tree.Lstat(name)
+	switch {
+	case errors.Is(err, hostile.ErrSymlink):
+		return "under a link", nil
+	case err != nil:
+		return "", nil
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, _ := tree.Readlink(name)
+		return "link " + target, nil
+	case !fi.Mode().IsRegular():
+		return "type " + fi.Mode().Type().String(), nil
+	case fi.Size() > maxDigest:
+		return fmt.Sprintf("large %d %d", fi.Size(), fi.ModTime().UnixNano()), nil
+	}
+	h, err := tree.Hash(ctx, name, maxDigest)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
 	if err != nil {
-		return ""
+		return "changing", nil // replaced or grown since the Lstat
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return ""
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return h, nil
 }

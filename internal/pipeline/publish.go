@@ -176,7 +176,7 @@ func (r *run) updateThread(ctx context.Context, conflict error) (string, error) 
 		return "", errOwner("Your changes conflict with changes made to the live site since this conversation started, " +
 			"and reconciling them failed, so nothing was published; the live site is unchanged.")
 	}
-	if left := r.ws.HasMarkers(paths); len(left) > 0 {
+	if left := r.ws.HasMarkers(ctx, paths); len(left) > 0 {
 		return "", errOwner("Your changes conflict with changes made to the live site since this conversation started "+
 			"(in %s), and they could not be reconciled, so nothing was published; the live site is unchanged.", strings.Join(left, ", "))
 	}

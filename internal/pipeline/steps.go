@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/hostile"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/retry"
@@ -226,13 +228,47 @@ func (r *run) siteDir(ctx context.Context) (string, func(), error) {
 		return "", nil, err
 	}
 	cleanup := func() { _ = os.RemoveAll(stage) }
-	for _, f := range files {
-		if err := linkOrCopy(filepath.Join(r.ws.Dir, f), filepath.Join(stage, f)); err != nil {
-			cleanup()
-			return "", nil, err
-		}
+	if err := stageFiles(ctx, r.ws.Dir, files, stage); err != nil {
+		cleanup()
+		return "", nil, err
 	}
 	return stage, cleanup, nil
+}
+
+// maxSiteFile bounds one file of a site that is its repository.
+const maxSiteFile = 1 << 30
+
+// stageFiles copies the regular files among files from the job's tree at dir to stage. A
+// file that is gone or is no regular file (a link, a FIFO...) is not part of the site.
+func stageFiles(ctx context.Context, dir string, files []string, stage string) error {
+	tree, err := hostile.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer tree.Close()
+	for _, f := range files {
+		if err := copyIn(ctx, tree, f, filepath.Join(stage, f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyIn copies the file name of tree to the new file dst (in a platform directory).
+func copyIn(ctx context.Context, tree *hostile.Tree, name, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = tree.Copy(ctx, out, name, maxSiteFile)
+	err = errors.Join(err, out.Close())
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, hostile.ErrSymlink) || errors.Is(err, hostile.ErrNotRegular) {
+		return os.Remove(dst)
+	}
+	return err
 }
 
 // insideRepo refuses a build output that resolves outside the working tree or into .git: the
@@ -254,43 +290,31 @@ func (r *run) insideRepo(dir string) error {
 	return nil
 }
 
-func linkOrCopy(src, dst string) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	info, err := os.Lstat(src)
-	if err != nil || !info.Mode().IsRegular() {
-		return nil // deleted or not a regular file: not part of the site
-	}
-	if os.Link(src, dst) == nil {
-		return nil
-	}
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o644)
-}
-
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // saveAttachments writes the job's attachments under the project's attachments folder with
-// sanitized, unique names, and remembers their repository paths for the agent.
+// sanitized, unique names, and remembers their repository paths for the agent. The folder is
+// in the job's tree: it is written through package hostile, so a link there is refused.
 func (r *run) saveAttachments() error {
 	if len(r.task.Job.Attachments) == 0 {
 		return nil
 	}
-	dir := filepath.Join(r.ws.Dir, filepath.FromSlash(r.proj.AttachmentsDir))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	tree, err := hostile.Open(r.ws.Dir)
+	if err != nil {
 		return err
+	}
+	defer tree.Close()
+	dir := filepath.FromSlash(r.proj.AttachmentsDir)
+	if err := tree.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("attachments were not saved: %w", err)
 	}
 	for i, a := range r.task.Job.Attachments {
 		if int64(len(a.Data)) > r.proj.MaxAttachmentBytes {
 			return fmt.Errorf("attachment %q is %d bytes; this project takes at most %d", a.Name, len(a.Data), r.proj.MaxAttachmentBytes)
 		}
-		name := uniqueName(dir, SanitizeName(a.Name, i+1))
-		if err := os.WriteFile(filepath.Join(dir, name), a.Data, 0o644); err != nil {
-			return err
+		name, err := writeUnique(tree, dir, SanitizeName(a.Name, i+1), a.Data)
+		if err != nil {
+			return fmt.Errorf("attachments were not saved: %w", err)
 		}
 		r.attachments = append(r.attachments, filepath.ToSlash(filepath.Join(r.proj.AttachmentsDir, name)))
 	}
@@ -313,12 +337,15 @@ func SanitizeName(name string, n int) string {
 	return name
 }
 
-func uniqueName(dir, name string) string {
+// writeUnique writes data to a new file in dir named name, or name-1, name-2...: the first
+// that is free. It never writes over anything (a link included).
+func writeUnique(tree *hostile.Tree, dir, name string, data []byte) (string, error) {
 	ext := filepath.Ext(name)
 	base := strings.TrimSuffix(name, ext)
 	for i := 1; ; i++ {
-		if _, err := os.Lstat(filepath.Join(dir, name)); os.IsNotExist(err) {
-			return name
+		err := tree.WriteNew(filepath.Join(dir, name), data, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return name, err
 		}
 		name = fmt.Sprintf("%s-%d%s", base, i, ext)
 	}

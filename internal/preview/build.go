@@ -92,7 +92,7 @@ func hashSource(f srcFile) (entry, error) {
 	}
 	defer file.Close()
 	h := sha256.New()
-	n, err := copyBuffered(h, io.LimitReader(file, size)) // no extra read to find EOF
+	n, err := copyBuffered(h, io.LimitReader(ctxReader{f.ctx, file}, size)) // no extra read to find EOF
 	if err != nil {
 		return entry{}, fmt.Errorf("read %s: %w", f.rel, err)
 	}
@@ -107,7 +107,7 @@ func (b *builder) store(f srcFile) (entry, error) {
 	}
 	defer in.Close()
 	tmp := tmpName(filepath.Join(b.blobs, "new"))
-	e, err := writeHashed(tmp, in)
+	e, err := writeHashed(tmp, ctxReader{f.ctx, in})
 	if err == nil {
 		err = os.Rename(tmp, filepath.Join(b.blobs, e.SHA256))
 	}

@@ -3,6 +3,7 @@ package preview
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -13,9 +14,10 @@ import (
 
 // srcFile is one file to publish: where to open it and its path in the site.
 type srcFile struct {
-	dir  *os.Root // the directory to open name in
-	name string   // one path element; for a symlink, the OS path from the tree's root
-	rel  string   // slash-separated path relative to the tree's root
+	ctx  context.Context // the walk's: reads of the file stop when it ends
+	dir  *os.Root        // the directory to open name in
+	name string          // one path element; for a symlink, the OS path from the tree's root
+	rel  string          // slash-separated path relative to the tree's root
 }
 
 // open opens the file and checks that it is (still) a regular file; it returns its size.
@@ -30,6 +32,19 @@ func (f srcFile) open() (*os.File, int64, error) {
 		return nil, 0, fmt.Errorf("%w: %s is no longer a regular file", ErrUnsafeSource, f.rel)
 	}
 	return file, fi.Size(), nil
+}
+
+// ctxReader reads r until ctx ends: a source file is the job's, and may be huge (sparse).
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // walker visits the files of a tree in parallel, a directory per goroutine and at most
@@ -105,9 +120,9 @@ func (w *walker) entry(d *dirRef, rel string, e fs.DirEntry) error {
 		w.spawn(d, e.Name(), rel)
 		return nil
 	case kind == kindLink:
-		return w.visit(srcFile{dir: w.top, name: filepath.FromSlash(rel), rel: rel})
+		return w.visit(srcFile{ctx: w.g.ctx, dir: w.top, name: filepath.FromSlash(rel), rel: rel})
 	}
-	return w.visit(srcFile{dir: d.root, name: e.Name(), rel: rel})
+	return w.visit(srcFile{ctx: w.g.ctx, dir: d.root, name: e.Name(), rel: rel})
 }
 
 // readDir lists the directory root.

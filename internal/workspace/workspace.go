@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/hostile"
 )
 
 // Workspace is one tenant's working copy.
@@ -399,11 +401,17 @@ func (w *Workspace) IndexTree(ctx context.Context) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-// HasMarkers lists the paths among paths whose content still holds conflict markers.
-func (w *Workspace) HasMarkers(paths []string) []string {
+// HasMarkers lists the paths among paths whose content still holds conflict markers. The
+// files are the job's (read through package hostile): a link or special file has none.
+func (w *Workspace) HasMarkers(ctx context.Context, paths []string) []string {
+	tree, err := hostile.Open(w.Dir)
+	if err != nil {
+		return paths // unreadable: nothing may go live
+	}
+	defer tree.Close()
 	var left []string
 	for _, p := range paths {
-		data, err := os.ReadFile(filepath.Join(w.Dir, filepath.FromSlash(p)))
+		data, err := tree.ReadFile(ctx, filepath.FromSlash(p), 64<<20)
 		if err == nil && conflictMarker.Match(data) {
 			left = append(left, p)
 		}

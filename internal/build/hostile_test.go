@@ -1,0 +1,65 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSiteFilesThePlatformReadsAreHostile: the job plants the files the platform reads
+// itself before the install (package.json, .nvmrc, the lockfile) as links out of the tree,
+// to a device that never ends, or as a FIFO. Each is a build error naming the file, never
+// a read of the target, a hang or the target's content in the error.
+func TestSiteFilesThePlatformReadsAreHostile(t *testing.T) {
+	t.Parallel()
+	secret := filepath.Join(t.TempDir(), "secret")
+	write(t, secret, "v999.31337.0\n")
+	cases := []struct {
+		name  string
+		plant func(dir string) error
+		want  string
+	}{
+		{".nvmrc linked out", func(dir string) error { return os.Symlink(secret, filepath.Join(dir, ".nvmrc")) }, ".nvmrc is a symbolic link"},
+		{"lockfile to /dev/zero", func(dir string) error { return os.Symlink("/dev/zero", filepath.Join(dir, "package-lock.json")) }, "package-lock.json is a symbolic link"},
+		{"lockfile a fifo", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, "package-lock.json"), 0o666) }, "package-lock.json is not a regular file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "package.json"), `{"name":"s","version":"1.0.0","scripts":{"build":"mkdir -p dist"}}`)
+			if err := c.plant(dir); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := Run(ctx, dir, Detect(dir, "", ""), Config{StateDir: t.TempDir()})
+			if ctx.Err() != nil {
+				t.Fatal("the build hung reading the planted file")
+			}
+			if !errors.Is(err, ErrBuild) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "31337") {
+				t.Fatalf("build error %v; want a build error saying %q", err, c.want)
+			}
+		})
+	}
+	t.Run("package.json linked out", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "pkg"), `{"engines":{"node":">=999.31337"}}`)
+		if err := os.Symlink(filepath.Join(dir, "pkg"), filepath.Join(dir, "package.json")); err != nil {
+			t.Fatal(err)
+		}
+		if p := Detect(dir, "", ""); !p.Node {
+			t.Fatalf("a linked package.json makes no Node site: %+v", p)
+		}
+		err := CheckNode(context.Background(), dir)
+		if !errors.Is(err, ErrBuild) || !strings.Contains(err.Error(), "package.json is a symbolic link") || strings.Contains(err.Error(), "31337") {
+			t.Fatalf("check error %v", err)
+		}
+	})
+}
