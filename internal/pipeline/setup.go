@@ -3,9 +3,9 @@ package pipeline
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
 // setupError is the error of an agent run that failed for a reason of the machine's setup
@@ -20,7 +20,7 @@ func (r *run) setupError(spec agent.Spec, res agent.Result) string {
 // install what is missing where jobs see it.
 func (r *run) setupFix(spec agent.Spec, res agent.Result) string {
 	jail := r.agentJail()
-	for _, p := range absolutePaths(spec.Command) {
+	for _, p := range sandbox.CommandPaths(spec.Command) {
 		if !jail.Sees(p) {
 			return fmt.Sprintf("jobs run in a sandbox that does not see %s: add %s with --sandbox-ro (serve or worker) and restart", p, filepath.Dir(p))
 		}
@@ -29,15 +29,4 @@ func (r *run) setupFix(spec agent.Spec, res agent.Result) string {
 		return "install the program on the workers, on PATH or under a --sandbox-ro path, or fix the project's agent command (webordinary project update)"
 	}
 	return "install the missing dependency on the workers where jobs see it (the toolchain, PATH or a --sandbox-ro path)"
-}
-
-// absolutePaths are the words of a shell command that look like absolute paths.
-func absolutePaths(command string) []string {
-	var out []string
-	for _, w := range strings.FieldsFunc(command, func(c rune) bool { return strings.ContainsRune(" \t\n;&|()<>\"'`=", c) }) {
-		if strings.HasPrefix(w, "/") && len(w) > 1 {
-			out = append(out, filepath.Clean(w))
-		}
-	}
-	return out
 }

@@ -1,6 +1,9 @@
 package sandbox
 
-import "strings"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // Sees reports whether a process in j sees the host path p (absolute, clean) at the same path:
 // p, or the path its symlinks resolve to, lies under the toolchain, PATH or Config.ReadOnly
@@ -23,4 +26,21 @@ func (j *Jail) sees(p string) bool {
 		}
 	}
 	return false
+}
+
+// Toolchain reports whether the host path p (absolute, clean) lies under a toolchain root
+// every sandboxed job sees (/usr, /bin, /opt…), whatever the workers' PATH and
+// Config.ReadOnly.
+func Toolchain(p string) bool { return underRoots(p) }
+
+// CommandPaths are the words of a shell command that look like absolute paths: what a jail
+// must see for the command to run.
+func CommandPaths(command string) []string {
+	var out []string
+	for _, w := range strings.FieldsFunc(command, func(c rune) bool { return strings.ContainsRune(" \t\n;&|()<>\"'`=", c) }) {
+		if strings.HasPrefix(w, "/") && len(w) > 1 {
+			out = append(out, filepath.Clean(w))
+		}
+	}
+	return out
 }
