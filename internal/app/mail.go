@@ -84,6 +84,7 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	parts := &mailParts{in: in, outbox: ob, relays: m.relays()}
+	a.warnLoopbackRelay(parts.relays)
 	if m.SESQueue != "" {
 		if parts.ses, err = a.sesInbound(ctx, in.Handle); err != nil {
 			return nil, err

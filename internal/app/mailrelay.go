@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"log/slog"
+	"net/netip"
 	"strings"
 
 	"github.com/webordinary/webordinary/internal/mail/inbound"
@@ -39,4 +41,16 @@ func (m Mail) relays() intake.Relays {
 func (p *mailParts) inspect(ctx context.Context, env intake.Envelope, raw []byte) (*inbound.Report, error) {
 	env.FromRelay = p.ses != nil || p.relays.Contains(env.RemoteIP)
 	return p.in.Inspect(ctx, env, raw)
+}
+
+// warnLoopbackRelay warns when a trusted relay address is on loopback: a job on this host
+// reaches loopback unless it has a network namespace of its own.
+func (a *App) warnLoopbackRelay(relays intake.Relays) {
+	for _, p := range relays {
+		if p.Addr().IsLoopback() || p.Contains(netip.IPv6Loopback()) || p.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 1})) {
+			a.log.Warn("a trusted mail relay address is on loopback: a job on this host could connect from it and write the relay's Authentication-Results, unless every job runs sandboxed in its own network namespace; list the relay's own address instead",
+				slog.String("relay", p.String()))
+			return
+		}
+	}
 }
