@@ -296,7 +296,7 @@ func senderList(s map[string]string) string {
 // sandboxed job sees: unless the workers show it (--sandbox-ro), every job fails at once.
 func warnUnseen(w io.Writer, a project.AgentSpec) {
 	for _, p := range sandbox.CommandPaths(a.Command) {
-		if !sandbox.Toolchain(p) {
+		if sandbox.Hidden(p) {
 			fmt.Fprintf(w, "warning: jobs run in a sandbox that sees only the toolchain (/usr, /bin, /opt…), PATH and --sandbox-ro paths:"+
 				" unless %s is under one of them on the workers, add %s with --sandbox-ro (serve or worker), or the agent cannot run it\n",
 				p, filepath.Dir(p))

@@ -2,8 +2,13 @@ package sandbox
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 )
+
+// jobOwn are the directories every jail has its own of: /dev and /proc (the same devices and
+// a view of its own processes) and private, empty /tmp, /run and /var/tmp.
+var jobOwn = []string{"/dev", "/proc", "/tmp", "/run", "/var/tmp"}
 
 // Sees reports whether a process in j sees the host path p (absolute, clean) at the same path:
 // p, or the path its symlinks resolve to, lies under the toolchain, PATH or Config.ReadOnly
@@ -17,21 +22,19 @@ func (j *Jail) Sees(p string) bool {
 }
 
 func (j *Jail) sees(p string) bool {
-	if j.s.covered(p) {
-		return true
-	}
-	for _, d := range append(append([]string{}, j.spec.Writable...), j.spec.ReadOnly...) {
-		if p == d || strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
+	return j.s.covered(p) || under(p, "/dev", "/proc") || under(p, slices.Concat(j.spec.Writable, j.spec.ReadOnly)...)
 }
 
-// Toolchain reports whether the host path p (absolute, clean) lies under a toolchain root
-// every sandboxed job sees (/usr, /bin, /opt…), whatever the workers' PATH and
-// Config.ReadOnly.
-func Toolchain(p string) bool { return underRoots(p) }
+// under reports whether p is one of dirs or lies below one.
+func under(p string, dirs ...string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") })
+}
+
+// Hidden reports whether the host path p (absolute, clean) may be hidden from sandboxed jobs:
+// it is neither under a toolchain root every job sees (/usr, /bin, /opt…) nor in a directory
+// every jail has its own of (/dev, /tmp…). Whether a job sees it then depends on the workers'
+// PATH and Config.ReadOnly.
+func Hidden(p string) bool { return !underRoots(p) && !under(p, jobOwn...) }
 
 // CommandPaths are the words of a shell command that look like absolute paths: what a jail
 // must see for the command to run.

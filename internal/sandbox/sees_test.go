@@ -15,7 +15,7 @@ func TestJailSees(t *testing.T) {
 	ws, hidden := t.TempDir(), t.TempDir()
 	j := s.Jail(sandbox.Spec{Writable: []string{ws}})
 	for p, want := range map[string]bool{"/usr/bin/env": true, "/bin/sh": true, ws: true, filepath.Join(ws, "x.sh"): true,
-		filepath.Join(hidden, "x.sh"): false, "/root/x.sh": false, ws + "-other/x.sh": false} {
+		filepath.Join(hidden, "x.sh"): false, "/root/x.sh": false, ws + "-other/x.sh": false, "/dev/null": true} {
 		if got := j.Sees(p); got != want {
 			t.Errorf("Sees(%s) = %v, want %v", p, got, want)
 		}
@@ -23,5 +23,15 @@ func TestJailSees(t *testing.T) {
 	var none *sandbox.Jail
 	if !none.Sees(filepath.Join(hidden, "x.sh")) {
 		t.Error("no jail (unsandboxed) does not see everything")
+	}
+}
+
+func TestHidden(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]bool{"/srv/edit.sh": true, "/home/op/x.py": true, "/usr/local/bin/x": false,
+		"/opt/tools/x": false, "/dev/null": false, "/tmp/out.log": false} {
+		if got := sandbox.Hidden(p); got != want {
+			t.Errorf("Hidden(%s) = %v, want %v", p, got, want)
+		}
 	}
 }
