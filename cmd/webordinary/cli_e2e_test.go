@@ -34,6 +34,13 @@ func TestCLIAgainstServe(t *testing.T) {
 		t.Fatalf("project add:\n%s", out)
 	}
 	c.fails(t, "exists", "project", "add", "site", "--server", c.api, "--repo", origin)
+	// An agent command the sandbox will not see is saved, with a warning that says the fix.
+	warned := exec.Command(os.Args[0], "project", "add", "hidden", "--server", c.api, "--repo", origin, "--agent", "command",
+		"--agent-command", "/srv/wo-edit.sh --fast")
+	warned.Env = c.env()
+	if out, err := warned.CombinedOutput(); err != nil || !strings.Contains(string(out), "add /srv with --sandbox-ro") {
+		t.Fatalf("project add with a script under /srv: %v\n%s", err, out)
+	}
 	c.cli(t, "project", "update", "site", "--server", c.api, "--model", "m1")
 	var p struct {
 		Agent   struct{ Command, Model string }

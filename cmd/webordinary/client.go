@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/webordinary/webordinary/internal/api"
+	"github.com/webordinary/webordinary/internal/app"
 )
 
 // clientFlags locate a running serve and its API token, and choose the output (every command
@@ -22,6 +23,14 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.token, "token", "", "serve's API token (default: read from <data>/secrets/api-token, on serve's machine)")
 	fs.StringVar(&c.data, "data", "", "serve's data directory, where the API token is read from when --token is not given (default: serve's)")
 	fs.BoolVar(&c.json, "json", false, "print JSON (for scripts) instead of text for people")
+}
+
+// dataDir is --data, else serve's default data directory.
+func (c clientFlags) dataDir() (string, error) {
+	if c.data != "" {
+		return c.data, nil
+	}
+	return app.DefaultDataDir()
 }
 
 // client returns an API client with --token, else the data directory's token (none when

@@ -155,7 +155,7 @@ var fieldFlags = map[string]string{
 	"Worker.StateMaxBytes": "state-max-bytes", "Worker.PreviewCacheMaxBytes": "preview-cache-max-bytes",
 	"Worker.IdleExit":      "idle-exit",
 	"Worker.PreviewTarget": "preview-target", "Mail.SES": "mail-ses", "Mail.SESQueue": "mail-ses-queue",
-	"Mail.SESConfigurationSet": "mail-ses-configuration-set", "Mail.TrustedAuthServ": "mail-trusted-authserv",
+	"Mail.SESConfigurationSet": "mail-ses-configuration-set", "Mail.TrustedAuthServ": "mail-trusted-authserv", "Mail.TrustedRelays": "mail-trusted-relay",
 	"AWS.Region": "aws-region", "AWS.Endpoint": "aws-endpoint", "AWS.S3Endpoint": "aws-s3-endpoint",
 	"AWS.SQSEndpoint": "aws-sqs-endpoint", "AWS.SESEndpoint": "aws-ses-endpoint",
 }

@@ -56,7 +56,7 @@ func mailInspect(ctx context.Context, args []string) error {
 	)
 	fs := newFlags("mail inspect", "[FILE]")
 	cf.register(fs)
-	fs.StringVar(&env.IP, "ip", "", "connecting IP, for SPF (as if the message arrived from it)")
+	fs.StringVar(&env.IP, "ip", "", "connecting IP, for SPF and whether it is a --mail-trusted-relay (as if the message arrived from it)")
 	fs.StringVar(&env.Helo, "helo", "", "HELO name")
 	fs.StringVar(&env.MailFrom, "mail-from", "", "SMTP MAIL FROM")
 	fs.StringVar(&env.Rcpt, "rcpt", "", "SMTP RCPT TO")

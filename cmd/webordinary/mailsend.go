@@ -48,7 +48,11 @@ func mailSend(ctx context.Context, args []string) error {
 	if from == "" || len(pos) == 0 {
 		return missing("mail send", `webordinary mail send --from owner@example.com "make the header green"`, "--from", "the instruction")
 	}
-	raw, msgID, err := localMessage(cf.data, from, to, subject, pos[0])
+	data, err := cf.dataDir()
+	if err != nil {
+		return err
+	}
+	raw, msgID, err := localMessage(data, from, to, subject, pos[0])
 	if err != nil {
 		return err
 	}
@@ -76,7 +80,8 @@ func localMessage(data, from, to, subject, instruction string) (raw []byte, msgI
 	keyRaw, err := os.ReadFile(secretPath(data, localDKIMFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", fmt.Errorf("no local mail testing key in %s: start serve with --mail-local-testing "+
-			"(WO_MAIL_LOCAL_TESTING=true), and run this on its machine with --data (WO_DATA) set to its data directory", data)
+			"(WO_MAIL_LOCAL_TESTING=true) on this machine; if its data directory is another (its --data, or its user's: "+
+			"as root it may be %s), pass it with --data (WO_DATA)", data, app.DefaultSystemData)
 	}
 	if err != nil {
 		return nil, "", err

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
 const projectUsage = `Usage: webordinary project <command> [flags]
@@ -139,6 +142,7 @@ func projectPut(ctx context.Context, verb string, args []string) error {
 	if err != nil {
 		return explain(err)
 	}
+	warnUnseen(os.Stderr, saved.Agent)
 	if cf.json {
 		return printJSON(saved)
 	}
@@ -286,4 +290,17 @@ func senderList(s map[string]string) string {
 		return "-"
 	}
 	return strings.Join(out, ", ")
+}
+
+// warnUnseen warns when the agent's command names a path outside the toolchain every
+// sandboxed job sees: unless the workers show it (--sandbox-ro), every job fails at once.
+func warnUnseen(w io.Writer, a project.AgentSpec) {
+	for _, p := range sandbox.CommandPaths(a.Command) {
+		if sandbox.Hidden(p) {
+			fmt.Fprintf(w, "warning: jobs run in a sandbox that sees only the toolchain (/usr, /bin, /opt…), PATH and --sandbox-ro paths:"+
+				" unless %s is under one of them on the workers, add %s with --sandbox-ro (serve or worker), or the agent cannot run it\n",
+				p, filepath.Dir(p))
+			return
+		}
+	}
 }

@@ -76,6 +76,7 @@ func judge(ctx context.Context, spec Spec, out *sink, ex exit, d time.Duration) 
 		res.OK, res.Error = false, "waiting for the agent failed: "+ex.err.Error()
 	}
 	ex.reason.apply(ctx, spec, &res)
+	res.Setup = setupFailure(res, spec.Kind == KindCommand)
 	return res
 }
 

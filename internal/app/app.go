@@ -320,7 +320,7 @@ func (a *App) newRouter(b *broker.Backend, projects *project.Store, mail func() 
 func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project.Store, hub *live.Hub, mail *mailParts,
 	local func() []broker.WorkerInfo, token string) (http.Handler, error) {
 	apiServer := &api.Server{Backend: b, Router: r, Logger: a.log, LocalWorkers: local, Projects: projects,
-		InspectMail: mail.in.Inspect, Quarantine: mail.quarantine()}
+		InspectMail: mail.inspect, Quarantine: mail.quarantine()}
 	if h := mail.held(); h != nil {
 		apiServer.Held = h
 	}

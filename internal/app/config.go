@@ -138,8 +138,13 @@ type Mail struct {
 	Local string
 	// Secret signs reply tokens. Default: generated once into <Data>/mail-secret.
 	Secret string
-	// TrustedAuthServ: trust only Authentication-Results with this authserv-id (behind a relay).
+	// TrustedAuthServ: trust only Authentication-Results with this authserv-id (behind a relay),
+	// and only on mail from TrustedRelays.
 	TrustedAuthServ string
+	// TrustedRelays are the addresses (IPs, CIDRs; an item may be a comma-separated list) the
+	// relay connects from; required with TrustedAuthServ. Any other client's mail is verified
+	// as if straight from the internet, whatever Authentication-Results it carries.
+	TrustedRelays []string
 	// DNSFixture is a JSON file of DNS records used instead of DNS for sender checks.
 	DNSFixture string
 	// TLSCert and TLSKey offer STARTTLS (both or neither).
@@ -314,7 +319,7 @@ func userDataDir() (string, error) {
 // nothing and writes nothing; errors are *FieldError naming the field.
 func (c *Config) Validate() error {
 	steps := []func() error{c.validateRole, c.validateData, c.validateEngine, c.validateHTTP,
-		c.validateRouter, c.Mail.validate, c.Mail.validateSES, c.Worker.validate, c.AWS.validate}
+		c.validateRouter, c.Mail.validate, c.Mail.validateSES, c.Mail.validateTrustedRelays, c.Worker.validate, c.AWS.validate}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return err

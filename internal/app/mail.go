@@ -31,6 +31,7 @@ type mailParts struct {
 	smtp   *intake.Server  // nil without Mail.SMTPAddr
 	ses    *sesin.Consumer // nil without Mail.SESQueue
 	outbox *outbox.Outbox
+	relays intake.Relays // Mail.TrustedRelays
 }
 
 // loadMailFiles reads the files Mail names (STARTTLS certificate, DNS fixture), so a bad one
@@ -82,7 +83,8 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 	if err != nil {
 		return nil, err
 	}
-	parts := &mailParts{in: in, outbox: ob}
+	parts := &mailParts{in: in, outbox: ob, relays: m.relays()}
+	a.warnLoopbackRelay(parts.relays)
 	if m.SESQueue != "" {
 		if parts.ses, err = a.sesInbound(ctx, in.Handle); err != nil {
 			return nil, err
@@ -92,7 +94,7 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return parts, nil
 	}
 	parts.smtp, err = intake.New(intake.Config{Listener: a.ln.smtp, Addr: m.SMTPAddr, Domains: m.Domains, MaxBytes: m.MaxBytes,
-		Spool: filepath.Join(data, "mail-spool"), TLS: a.smtpTLS, Handler: in.Handle, Logger: a.log})
+		Spool: filepath.Join(data, "mail-spool"), TLS: a.smtpTLS, TrustedRelays: parts.relays, Handler: in.Handle, Logger: a.log})
 	return parts, err
 }
 

@@ -92,6 +92,8 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 	case r.modelGaveUp:
 		return fmt.Errorf("%w: the model service was unavailable: the agent was turned away %d times over %s (retry budget %s): %s",
 			worker.ErrPermanent, r.modelRetries+1, r.modelWait.Round(time.Second), r.p.cfg.ModelRetryBudget, res.Error)
+	case res.Setup != "":
+		return fmt.Errorf("%w: %s", worker.ErrPermanent, r.setupError(spec, res))
 	case !res.OK:
 		return fmt.Errorf("the agent did not succeed: %s", res.Error)
 	}

@@ -37,12 +37,14 @@ const (
 // Config says how mail reaches us. The zero value checks with the system DNS.
 type Config struct {
 	// Resolver is the DNS the checks use; nil means NetResolver{} (the system resolver).
-	// Unused when TrustedAuthServID is set.
+	// Unused for a message from the trusted relay (see TrustedAuthServID).
 	Resolver Resolver
-	// TrustedAuthServID, when set, means we are behind a trusted relay (SES, Postfix) and use
-	// only the Authentication-Results header fields whose authserv-id equals this value
-	// (RFC 8601), ignoring any other Authentication-Results (an attacker can add their own).
-	// No DNS checks are made then. The relay must be the only way mail reaches us.
+	// TrustedAuthServID, when set, means we are behind a trusted relay (SES, Postfix): for a
+	// message that came from it (Envelope.FromRelay), Check uses only the
+	// Authentication-Results header fields whose authserv-id equals this value (RFC 8601),
+	// ignoring any other Authentication-Results (an attacker can add their own), and makes no
+	// DNS checks. A message from anyone else is verified as if it came straight from the
+	// internet: anyone can write the relay's header.
 	TrustedAuthServID string
 	// Now is used for DKIM signature expiry (x=); nil means time.Now.
 	Now func() time.Time
@@ -57,6 +59,10 @@ type Envelope struct {
 	Helo string
 	// MailFrom is the SMTP MAIL FROM (return path); empty for bounces.
 	MailFrom string
+	// FromRelay is true when the message came from the trusted relay (the caller checked the
+	// connecting address, or the transport is the relay's own, like SES's). Only then are
+	// Config.TrustedAuthServID's Authentication-Results used.
+	FromRelay bool
 }
 
 // Check authenticates the sender of raw (a complete RFC 5322 message) under policy.
@@ -73,7 +79,7 @@ func Check(ctx context.Context, cfg Config, policy Policy, raw []byte, env Envel
 	}
 	msg, err := parseMessage(raw)
 	if err != nil {
-		return Verdict{DKIM: []DKIMResult{}, Source: cfg.source(), Reason: reasonOf(err)}, err
+		return Verdict{DKIM: []DKIMResult{}, Source: cfg.source(env), Reason: reasonOf(err)}, err
 	}
 	if policy == AllowAll {
 		return allowAll(msg), nil
@@ -85,9 +91,10 @@ func Check(ctx context.Context, cfg Config, policy Policy, raw []byte, env Envel
 	return decide(policy, ev)
 }
 
-// gather collects the evidence: by verifying it ourselves, or from the trusted relay's headers.
+// gather collects the evidence: from the trusted relay's headers when the message came from
+// it, else by verifying it ourselves.
 func (cfg Config) gather(ctx context.Context, msg *message, env Envelope) evidence {
-	if cfg.TrustedAuthServID != "" {
+	if cfg.relayed(env) {
 		return fromAuthResults(cfg.TrustedAuthServID, msg, env)
 	}
 	return verify(ctx, cfg, msg, env)
@@ -103,8 +110,13 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-func (cfg Config) source() string {
-	if cfg.TrustedAuthServID != "" {
+// relayed reports whether the trusted relay's Authentication-Results decide for env.
+func (cfg Config) relayed(env Envelope) bool {
+	return cfg.TrustedAuthServID != "" && env.FromRelay
+}
+
+func (cfg Config) source(env Envelope) string {
+	if cfg.relayed(env) {
 		return "authentication-results:" + cfg.TrustedAuthServID
 	}
 	return "verified"

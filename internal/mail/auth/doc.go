@@ -18,7 +18,10 @@
 //   - verified: we are the receiving MX. Check verifies DKIM signatures, runs SPF for
 //     [Envelope.RemoteIP], and looks up the DMARC record, all through [Config.Resolver].
 //   - trusted relay: a relay in front of us (Amazon SES, a Postfix with OpenDKIM/OpenDMARC)
-//     already authenticated the message. Check reads only the Authentication-Results header fields
+//     already authenticated the message, and the caller knows it came from the relay
+//     ([Envelope.FromRelay]: it connected from the relay's address, or through SES's own
+//     transport). A message from anyone else is verified as above, whatever its headers say.
+//     Check reads only the Authentication-Results header fields
 //     (RFC 8601) whose authserv-id is [Config.TrustedAuthServID], and does no DNS at all. Any
 //     Authentication-Results with another authserv-id is ignored, since anyone can write one.
 //     Per method (dkim, spf, dmarc) only the topmost trusted header that reports it counts: relays

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"net"
 	"reflect"
 	"testing"
@@ -115,12 +116,30 @@ func TestCheckTrustedRelay(t *testing.T) {
 			t.Parallel()
 			cfg := Config{Resolver: noDNS{t}, TrustedAuthServID: relay}
 			raw := newMessage(instructions, append(tc.headers, owner)...)
-			v, err := Check(context.Background(), cfg, tc.policy, raw, Envelope{RemoteIP: net.ParseIP(strangerIP)})
+			v, err := Check(context.Background(), cfg, tc.policy, raw, Envelope{RemoteIP: net.ParseIP(strangerIP), FromRelay: true})
 			assertVerdict(t, checkCase{wantErr: tc.wantErr, wantDKIM: tc.wantDKIM, wantReason: tc.wantReason}, v, err)
 			if v.Source != "authentication-results:"+relay {
 				t.Errorf("source = %q", v.Source)
 			}
 		})
+	}
+}
+
+// TestCheckRelayHeaderNotFromRelay: the trusted relay's Authentication-Results on a message
+// that did not come from the relay decide nothing; the message is verified like any other.
+func TestCheckRelayHeaderNotFromRelay(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	cfg := Config{Resolver: f.dns, TrustedAuthServID: relay}
+	forged := "Authentication-Results: mx.relay.example; dkim=pass header.d=example.com; spf=pass smtp.mailfrom=example.com; dmarc=pass header.from=example.com"
+	raw := newMessage(instructions, forged, from("Owner <owner@example.com>"))
+	v, err := Check(context.Background(), cfg, RequireAligned, raw, mx(strangerIP, "owner@example.com"))
+	if !errors.Is(err, ErrUnauthenticated) || v.Pass || v.Source != "verified" {
+		t.Fatalf("forged relay header from elsewhere: err = %v, verdict %+v; want unauthenticated, verified by us", err, v)
+	}
+	v, err = Check(context.Background(), cfg, RequireAligned, signed("owner@example.com", "rsa", "example.com")(t, f), mx(strangerIP, "owner@example.com"))
+	if err != nil || v.Source != "verified" {
+		t.Fatalf("signed mail from elsewhere: err = %v, verdict %+v; want a pass verified by us", err, v)
 	}
 }
 

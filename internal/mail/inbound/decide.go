@@ -45,7 +45,7 @@ func (in *Inbound) decide(ctx context.Context, env intake.Envelope, r *Report, c
 	}
 	r.proj = proj
 	verdict, aerr := auth.Check(ctx, in.cfg.Auth, auth.Policy(proj.MailAuth), r.raw,
-		auth.Envelope{RemoteIP: parseIP(env.RemoteIP), Helo: env.Helo, MailFrom: env.MailFrom})
+		auth.Envelope{RemoteIP: parseIP(env.RemoteIP), Helo: env.Helo, MailFrom: env.MailFrom, FromRelay: env.FromRelay})
 	r.Auth = &verdict
 	switch {
 	case errors.Is(aerr, auth.ErrTemporary) || (aerr != nil && ctx.Err() != nil):

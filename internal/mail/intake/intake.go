@@ -36,6 +36,9 @@ type Envelope struct {
 	// Released is true for a held message an operator released (Held.Release): the limit
 	// that held it does not apply again.
 	Released bool `json:"released,omitempty"`
+	// FromRelay is true when the client connected from one of Config.TrustedRelays: only then
+	// may the relay's Authentication-Results be trusted (auth.Envelope.FromRelay).
+	FromRelay bool `json:"fromRelay,omitempty"`
 }
 
 // Handler processes one accepted message. A nil error removes it from the spool; an error
@@ -64,6 +67,10 @@ type Config struct {
 	MaxBytes int64
 	// Spool is the directory accepted messages are kept in until handled. Required.
 	Spool string
+	// TrustedRelays are the addresses of the relay in front of us (Postfix, a filter) whose
+	// Authentication-Results are trusted: Envelope.FromRelay is set for their connections
+	// and for no other's. Empty: no client is the relay.
+	TrustedRelays Relays
 	// TLS enables STARTTLS.
 	TLS *tls.Config
 	// Hostname is announced in the greeting. Default "localhost".
@@ -155,6 +162,7 @@ func (s *Server) envelopeOf(c *smtp.Conn) Envelope {
 	env := Envelope{Helo: c.Hostname()}
 	if addr, ok := c.Conn().RemoteAddr().(*net.TCPAddr); ok {
 		env.RemoteIP = addr.IP.String()
+		env.FromRelay = s.cfg.TrustedRelays.Contains(env.RemoteIP)
 	}
 	_, env.TLS = c.TLSConnectionState()
 	return env

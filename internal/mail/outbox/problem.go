@@ -22,6 +22,7 @@ const (
 	ProblemTimeout Problem = "timeout" // the edit took longer than allowed
 	ProblemModel   Problem = "model"   // the AI service was unavailable (operator)
 	ProblemSize    Problem = "size"    // an attachment or the message was too large
+	ProblemSetup   Problem = "setup"   // the machine lacks something the agent needs: retrying cannot help (operator)
 )
 
 // problemWords are the (lower-case) words of an error that put it in a class, checked in order.
@@ -41,6 +42,9 @@ var problemWords = []struct {
 // ProblemOf classifies a job's error text.
 func ProblemOf(errText string) Problem {
 	e := strings.ToLower(errText)
+	if strings.Contains(e, "setup problem") { // first: its detail may quote anything
+		return ProblemSetup
+	}
 	if httpBusy.MatchString(e) {
 		return ProblemModel
 	}
@@ -75,6 +79,8 @@ var problemAdvice = map[Problem]advice{
 		"Reply with a smaller change, or split it into steps, and I'll try again.", false},
 	ProblemModel: {"The AI service I use to make edits was unavailable for too long, so I couldn't make this edit. Nothing on your site was changed.",
 		"Please reply to this email to try again a little later.", true},
+	ProblemSetup: {"I couldn't make your edit because something on our side is not set up right. This is not a problem with your request, and nothing on your site was changed.",
+		"You don't need to change or rephrase anything: it is being looked at. Once it is fixed, reply to this email to try again.", true},
 	ProblemSize: {"Your email or one of its attachments was too large for me to use.",
 		"Send smaller files (or fewer at once) and I'll try again.", false},
 }

@@ -251,7 +251,7 @@ func verdictDrop(n Notification) string {
 // means one of them is not what SES wrote.)
 func crossCheck(ctx context.Context, raw []byte, env intake.Envelope, n Notification) string {
 	v, _ := auth.Check(ctx, auth.Config{TrustedAuthServID: AuthServID}, auth.RequireAligned, raw,
-		auth.Envelope{MailFrom: env.MailFrom, Helo: env.Helo})
+		auth.Envelope{MailFrom: env.MailFrom, Helo: env.Helo, FromRelay: true})
 	headerDKIM := slices.ContainsFunc(v.DKIM, func(d auth.DKIMResult) bool { return d.Result == "pass" })
 	switch {
 	case n.Receipt.DKIMVerdict.Failed() && headerDKIM:
@@ -269,7 +269,8 @@ func crossCheck(ctx context.Context, raw []byte, env intake.Envelope, n Notifica
 func envelopeOf(n Notification) intake.Envelope {
 	src := strings.Trim(n.Mail.Source, "<>")
 	return intake.Envelope{MailFrom: src, Rcpt: n.Receipt.Recipients, ReceivedAt: n.Receipt.Timestamp,
-		TLS: true, NullSender: src == "" || strings.EqualFold(src, "MAILER-DAEMON"), Helo: "inbound-smtp.amazonaws.com"}
+		TLS: true, NullSender: src == "" || strings.EqualFold(src, "MAILER-DAEMON"), Helo: "inbound-smtp.amazonaws.com",
+		FromRelay: true} // SES's transport is the relay's own: its Authentication-Results are trusted
 }
 
 // fetch reads the raw message from S3.
