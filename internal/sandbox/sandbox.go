@@ -60,6 +60,9 @@ type Config struct {
 	// Roots are the directories jobs' files live under (workspaces, agent state). New checks
 	// that the job's identity can reach them and probes bwrap inside the first one.
 	Roots []string
+	// Limits bound every job's processes; what they leave unset comes from DefaultLimits, and a
+	// job's Spec.Limits (its project's) override them.
+	Limits Limits
 }
 
 // Sandbox is a probed sandbox configuration, safe for concurrent use.
@@ -73,6 +76,7 @@ type Sandbox struct {
 	copyMu   sync.Mutex // serializes visibleCopy
 	selfOnce sync.Once
 	self     []string // bwrap arguments binding webordinary's own binary (selfBinds)
+	selfExe  string   // its path, where jobs find it; "" if they cannot
 }
 
 // New validates cfg and, unless the mode is off, probes bwrap by running a command in a
@@ -124,6 +128,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Bwrap == "" {
 		c.Bwrap = "bwrap"
 	}
+	c.Limits = c.Limits.Over(DefaultLimits)
 	return c, nil
 }
 
