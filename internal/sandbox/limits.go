@@ -44,8 +44,8 @@ const runSize = 16 << 20
 // ErrLimit marks a job process stopped by, or over, one of its limits: retrying will not help.
 var ErrLimit = errors.New("job over its resource limit")
 
-// LimitError says which limit a job went over, for the operator (Error) and for the site's
-// owner (Owner).
+// LimitError says which limit a job went over and how to raise it. The site's owner is told
+// in plainer words (the mail outbox's limit problem).
 type LimitError struct {
 	Key   string // mem, procs, cpu or disk
 	Value string // the limit in force, as in --job-limits
@@ -54,19 +54,12 @@ type LimitError struct {
 
 // Error tells the operator what happened and how to raise the limit.
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s (limit %s=%s; raise it for the project with `webordinary project set NAME --job-limits %s=...` or for every job with --job-limits)",
+	return fmt.Sprintf("%s (limit %s=%s; raise it with `webordinary project update PROJECT --job-limits %s=...`, or for every job with serve's --job-limits)",
 		e.What, e.Key, e.Value, e.Key)
 }
 
 // Unwrap makes a LimitError an ErrLimit.
 func (e *LimitError) Unwrap() error { return ErrLimit }
-
-// Owner is what the site's owner is told.
-func (e *LimitError) Owner() string {
-	return "The job needed more " + ownerWords[e.Key] + " than this server allows for one job, so it was stopped. Ask the site's administrator to raise the limit."
-}
-
-var ownerWords = map[string]string{"mem": "memory", "procs": "processes", "cpu": "processor time", "disk": "disk space"}
 
 // limitKeys are the names in a limits string, in the order String writes them.
 var limitKeys = []string{"mem", "procs", "cpu", "disk", "tmp"}

@@ -22,6 +22,7 @@ const (
 	ProblemTimeout Problem = "timeout" // the edit took longer than allowed
 	ProblemModel   Problem = "model"   // the AI service was unavailable (operator)
 	ProblemSize    Problem = "size"    // an attachment or the message was too large
+	ProblemLimit   Problem = "limit"   // the job went over its memory, process, CPU or disk limit (operator)
 )
 
 // problemWords are the (lower-case) words of an error that put it in a class, checked in order.
@@ -29,6 +30,7 @@ var problemWords = []struct {
 	p     Problem
 	words []string
 }{
+	{ProblemLimit, []string{"--job-limits"}}, // sandbox.LimitError says how to raise the limit
 	{ProblemModel, []string{"model service", "overloaded", "rate limit", "rate_limit", "too many requests", "service unavailable", "no such host", "connection refused", "connection reset"}},
 	{ProblemTimeout, []string{"limit:", "deadline exceeded", "timed out", "timeout"}},
 	{ProblemSave, []string{"git push", "push:", "push rejected"}},
@@ -75,6 +77,8 @@ var problemAdvice = map[Problem]advice{
 		"Reply with a smaller change, or split it into steps, and I'll try again.", false},
 	ProblemModel: {"The AI service I use to make edits was unavailable for too long, so I couldn't make this edit. Nothing on your site was changed.",
 		"Please reply to this email to try again a little later.", true},
+	ProblemLimit: {"Your edit needed more memory, processes or disk space than this service allows for one edit, so I stopped it. Nothing on your site was changed.",
+		"A smaller change may fit; otherwise, once the limit is raised, reply to this email to try again.", true},
 	ProblemSize: {"Your email or one of its attachments was too large for me to use.",
 		"Send smaller files (or fewer at once) and I'll try again.", false},
 }
