@@ -210,8 +210,17 @@ func words(n int64) string {
 	return s[:i] + " " + s[i:]
 }
 
-// LimitsMode is how limits are enforced where jobs run sandboxed.
+// LimitsMode is how limits are enforced where jobs run sandboxed: setrlimit in the job's user
+// namespace, a sized tmpfs, and a disk check after each process (see Limits).
 const LimitsMode = "rlimits"
+
+// limitsStatus is Status.Limits.
+func (s *Sandbox) limitsStatus() string {
+	if s.selfPath() == "" {
+		return "only tmp=" + formatSize(s.cfg.Limits.Tmp) + " (webordinary's binary is not visible to jobs, so no rlimits: install it under /usr)"
+	}
+	return LimitsMode + " " + s.cfg.Limits.String()
+}
 
 // limits are the job's limits: its Spec's over the sandbox's.
 func (j *Jail) limits() Limits { return j.spec.Limits.Over(j.s.cfg.Limits) }

@@ -213,3 +213,16 @@ func TestParseLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusShowsTheLimits(t *testing.T) {
+	t.Parallel()
+	s, _ := limited(t)
+	st := s.Status()
+	if want := "rlimits mem=2GiB,procs=256,disk=2GiB,tmp=512MiB"; st.Limits != want || !strings.Contains(s.String(), want) || !strings.Contains(s.Short(), want) {
+		t.Fatalf("status limits %q, banner %q, presence %q: want %q", st.Limits, s.String(), s.Short(), want)
+	}
+	off, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeOff})
+	if err != nil || off.Status().Limits != "" {
+		t.Fatalf("sandbox off: %v, limits %q (none apply)", err, off.Status().Limits)
+	}
+}
