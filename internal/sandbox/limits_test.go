@@ -16,7 +16,7 @@ import (
 var small = sandbox.Limits{Memory: 64 << 20, Procs: 32, Disk: 32 << 20, Tmp: 16 << 20, CPU: time.Second}
 
 // limited returns a sandbox whose jobs can run the test binary (the rlimit shim), and a tenant.
-func limited(t *testing.T) (*sandbox.Sandbox, tenant) {
+func limited(t testing.TB) (*sandbox.Sandbox, tenant) {
 	t.Helper()
 	root := t.TempDir()
 	for _, d := range []string{filepath.Dir(root), root} {
