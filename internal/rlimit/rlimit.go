@@ -23,8 +23,8 @@ import (
 // EnvVar carries the limits to the shim; the shim removes it before exec'ing the command.
 const EnvVar = "WO_RLIMITS"
 
-// Limit is one resource limit: soft and hard values for a resource.
-type Limit struct {
+// limit is one resource limit: soft and hard values for a resource.
+type limit struct {
 	Resource   int // syscall.RLIMIT_* or rlimitNPROC
 	Soft, Hard uint64
 }
@@ -47,11 +47,11 @@ type Limits struct {
 }
 
 // list is l as setrlimit calls.
-func (l Limits) list() []Limit {
-	var out []Limit
+func (l Limits) list() []limit {
+	var out []limit
 	add := func(res int, soft, hard uint64) {
 		if soft > 0 {
-			out = append(out, Limit{Resource: res, Soft: soft, Hard: hard})
+			out = append(out, limit{Resource: res, Soft: soft, Hard: hard})
 		}
 	}
 	add(syscall.RLIMIT_CPU, l.CPUSeconds, l.CPUSeconds+1)
@@ -124,7 +124,7 @@ func shim(v string, argv []string) error {
 
 // setrlimit sets l, never above the current hard limit (only a privileged process may raise
 // it).
-func setrlimit(l Limit) error {
+func setrlimit(l limit) error {
 	var cur syscall.Rlimit
 	if err := syscall.Getrlimit(l.Resource, &cur); err != nil {
 		return fmt.Errorf("rlimit: getrlimit(%d): %w", l.Resource, err)
