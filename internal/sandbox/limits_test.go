@@ -226,3 +226,15 @@ func TestStatusShowsTheLimits(t *testing.T) {
 		t.Fatalf("sandbox off: %v, limits %q (none apply)", err, off.Status().Limits)
 	}
 }
+
+// A job cannot raise its limits: they are hard limits, and the job has no privilege.
+func TestJobCannotRaiseItsLimits(t *testing.T) {
+	t.Parallel()
+	s, tn := limited(t)
+	j := limitedJail(t, s, tn)
+	for _, script := range []string{"ulimit -p 100000", "ulimit -d unlimited", "ulimit -t unlimited", "ulimit -f unlimited"} {
+		if out, code := runIn(t, j, tn.ws, script+" && echo raised"); code == 0 || strings.Contains(out, "raised") {
+			t.Errorf("%s: the job raised its limit: %s", script, out)
+		}
+	}
+}
