@@ -84,7 +84,7 @@ func TestProcsAreCountedPerJob(t *testing.T) {
 // waitFor waits for path to exist.
 func waitFor(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if _, err := os.Stat(path); err == nil {
 			return
@@ -147,7 +147,7 @@ func TestCPUBurnIsBounded(t *testing.T) {
 	s, tn := limited(t)
 	j := limitedJail(t, s, tn)
 	// timeout: a bound on the test where the limit is missing.
-	out, code := runIn(t, j, tn.ws, `timeout 20 sh -c 'while :; do :; done'`)
+	out, code := runIn(t, j, tn.ws, `timeout 300 sh -c 'while :; do :; done'`)
 	wantLimit(t, j, "cpu", out, code)
 }
 
