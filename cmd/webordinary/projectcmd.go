@@ -88,6 +88,7 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.BoolVar(&p.Acknowledge, "acknowledge", false, "send an acknowledgement with the job's link when an email is accepted")
 	fs.Var((*listFlag)(&p.Env), "env", "variable this project's agent and build get: NAME (the worker's value) or NAME=VALUE (stored in the project record; repeatable; WO_* refused)")
 	fs.BoolVar(&p.BuildOffline, "build-offline", false, "run the build command without network (the install keeps it)")
+	fs.StringVar(&p.JobLimits, "job-limits", "", "this project's job limits, e.g. mem=4GiB,procs=512 (see serve's --job-limits; the ones left out are the server's)")
 }
 
 // projectPut is `project add` (a new project; --force replaces one) and `project update`
@@ -279,6 +280,7 @@ func printProject(p project.Project) {
 	line("mail auth", p.MailAuth)
 	line("senders", senderList(p.Senders))
 	line("env", strings.Join(p.Env, " "))
+	line("job limits", p.JobLimits)
 }
 
 func senderList(s map[string]string) string {

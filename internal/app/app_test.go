@@ -43,6 +43,7 @@ func TestValidate(t *testing.T) {
 		{"tls key without cert", Config{Mail: Mail{TLSKey: "k.pem"}}, "Mail.TLSCert"},
 		{"processor", Config{Worker: Worker{Processor: "shell"}}, "Worker.Processor"},
 		{"sandbox", Config{Worker: Worker{Sandbox: "maybe"}}, "Worker.Sandbox"},
+		{"job limits", Config{Worker: Worker{JobLimits: "memory=2GiB"}}, "Worker.JobLimits"},
 		{"claude login", Config{Worker: Worker{ClaudeLogin: "/nonexistent"}}, "Worker.ClaudeLogin"},
 		{"agent base URL", Config{Worker: Worker{AgentBaseURL: "gateway:4000"}}, "Worker.AgentBaseURL"},
 		{"held notice", Config{Mail: Mail{HeldNoticeAfter: -time.Second}}, "Mail.HeldNoticeAfter"},

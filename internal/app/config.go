@@ -233,6 +233,10 @@ type Worker struct {
 	SandboxUID, SandboxGID int
 	// SandboxReadOnly are extra host paths jobs see read-only.
 	SandboxReadOnly []string
+	// JobLimits bound every sandboxed job ("mem=2GiB,procs=256,cpu=10m,disk=2GiB,tmp=512MiB",
+	// sandbox.ParseLimits); unset limits take sandbox.DefaultLimits, and a project's own
+	// limits override them. --sandbox off drops them.
+	JobLimits string
 	// JobEnv are variables every job gets: NAME or NAME=VALUE (jobenv.Parse).
 	JobEnv []string
 	// PreviewTarget is where previews are deployed: empty for Previews (a directory or the
@@ -549,6 +553,9 @@ func (w *Worker) validate() error {
 	case sandbox.ModeAuto, sandbox.ModeRequired, sandbox.ModeOff:
 	default:
 		return fieldErr("Worker.Sandbox", w.Sandbox, "use auto, required or off")
+	}
+	if _, err := sandbox.ParseLimits(w.JobLimits); err != nil {
+		return &FieldError{Field: "Worker.JobLimits", Value: w.JobLimits, Err: err}
 	}
 	if w.PreviewTarget != "" {
 		if w.Previews == PreviewsEngine {

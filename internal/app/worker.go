@@ -46,8 +46,9 @@ func (a *App) openSandbox() error {
 		}
 	}
 	uid, gid := w.sandboxIDs()
+	limits, _ := sandbox.ParseLimits(w.JobLimits) // checked by validate
 	sb, err := sandbox.New(sandbox.Config{Mode: w.Sandbox, UID: uid, GID: gid, ReadOnly: w.SandboxReadOnly,
-		Roots: []string{w.Workspaces, w.State}})
+		Roots: []string{w.Workspaces, w.State}, Limits: limits})
 	if err != nil {
 		return &FieldError{Field: "Worker.Sandbox", Value: w.Sandbox, Err: err}
 	}

@@ -151,6 +151,9 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 		if err = shell(ctx, dir, "npm ci --no-audit --no-fund", log, cfg.Env, cfg.Jail); err == nil {
 			return true, writeStamp(stateDir, stamp, lock)
 		}
+		if errors.Is(err, sandbox.ErrLimit) {
+			return true, fmt.Errorf("%w: npm ci: %w", ErrBuild, err) // npm install would hit it too
+		}
 	}
 	fmt.Fprintf(log, "\nwebordinary: npm ci not used (%v); running npm install\n", err)
 	if err := shell(ctx, dir, "npm install --no-audit --no-fund", log, cfg.Env, cfg.Jail); err != nil {
@@ -221,10 +224,13 @@ func shell(ctx context.Context, dir, command string, log *tail, env []string, ja
 	go func() { code, _ := p.Wait(); done <- code }()
 	select {
 	case code := <-done:
+		if err := jail.Explain(code, log.String()); err != nil {
+			return err
+		}
 		if code != 0 {
 			return fmt.Errorf("exit status %d", code)
 		}
-		return nil
+		return jail.CheckDisk()
 	case <-ctx.Done():
 		_ = p.Kill()
 		<-done

@@ -69,20 +69,36 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 		return worker.Outcome{}, fmt.Errorf("command: %w", err)
 	}
 	spec := agent.Spec{Kind: agent.KindCommand, Command: p.cfg.Command, InterruptGrace: p.cfg.InterruptGrace}
-	req := agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task), Home: dir,
-		Jail: p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}})}
+	jail := p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}})
+	req := agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task), Home: dir, Jail: jail}
 	res, err := agent.Run(ctx, spec, req)
 	out := worker.Outcome{Summary: res.Summary, ExitCode: res.ExitCode, OutputTail: res.OutputTail,
 		Report: broker.Report{DurationMs: res.Duration.Milliseconds()}}
+	var over error
+	if err == nil && ctx.Err() == nil {
+		over = overLimit(jail, res)
+	}
 	switch {
 	case err != nil:
 		return out, fmt.Errorf("command: %w", err)
+	case over != nil:
+		return out, fmt.Errorf("%w: command: %w", worker.ErrPermanent, over)
 	case ctx.Err() != nil:
 		return out, context.Cause(ctx)
 	case !res.OK:
 		return out, fmt.Errorf("command: %s", res.Error)
 	}
 	return out, nil
+}
+
+// overLimit is the limit the command went over, if any (a failure retrying cannot fix).
+func overLimit(j *sandbox.Jail, res agent.Result) error {
+	if !res.OK {
+		if err := j.Explain(res.ExitCode, res.OutputTail); err != nil {
+			return err
+		}
+	}
+	return j.CheckDisk()
 }
 
 func (p *Processor) env(task worker.Task) []string {

@@ -38,17 +38,24 @@ func (r *run) jail(offline bool) *sandbox.Jail {
 		Writable:  []string{r.ws.Dir, r.agentDir(), r.homeDir()},
 		ReadOnly:  []string{filepath.Join(r.ws.Dir, ".git")},
 		NoNetwork: offline,
+		Limits:    r.limits(),
 	})
 }
 
 // agentJail is the agent's jail: the job's, and the check turn's pictures read-only.
 func (r *run) agentJail() *sandbox.Jail {
 	spec := sandbox.Spec{Writable: []string{r.ws.Dir, r.agentDir(), r.homeDir()},
-		ReadOnly: []string{filepath.Join(r.ws.Dir, ".git")}}
+		ReadOnly: []string{filepath.Join(r.ws.Dir, ".git")}, Limits: r.limits()}
 	if r.pictures != "" {
 		spec.ReadOnly = append(spec.ReadOnly, r.pictures)
 	}
 	return r.p.cfg.Sandbox.Jail(spec)
+}
+
+// limits are the project's own job limits (validated when the project was saved).
+func (r *run) limits() sandbox.Limits {
+	l, _ := sandbox.ParseLimits(r.proj.JobLimits)
+	return l
 }
 
 // vars are the variables passed on purpose: global, then the project's (which win).

@@ -18,6 +18,7 @@ import (
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/retry"
+	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -78,6 +79,9 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 	})
 	r.agentRes = mergeAgent(r.agentRes, res)
 	metrics.AgentCost.Add(res.CostUSD)
+	if lerr := overLimit(req.Jail, res); lerr != nil && err == nil {
+		err = lerr
+	}
 	r.saveSession(ctx, spec.Kind, res.Session)
 	if serr := r.stageWork(ctx); serr != nil && err == nil {
 		return fmt.Errorf("stage the agent's changes: %w", serr)
@@ -96,6 +100,20 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 		return fmt.Errorf("%w: %s", worker.ErrPermanent, r.setupError(spec, res))
 	case !res.OK:
 		return fmt.Errorf("the agent did not succeed: %s", res.Error)
+	}
+	return nil
+}
+
+// overLimit is the limit the agent's run went over, if any: it is not the agent's failure to
+// retry or repair.
+func overLimit(j *sandbox.Jail, res agent.Result) error {
+	if !res.OK {
+		if err := j.Explain(res.ExitCode, res.OutputTail); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
+	if err := j.CheckDisk(); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	return nil
 }
@@ -191,7 +209,7 @@ func (r *run) buildWithRepair(ctx context.Context) error {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		if turn >= r.proj.RepairTurns || !errors.Is(err, build.ErrBuild) {
+		if turn >= r.proj.RepairTurns || !errors.Is(err, build.ErrBuild) || errors.Is(err, sandbox.ErrLimit) {
 			return fmt.Errorf("%w: %w\n%s", worker.ErrPermanent, err, tailString(r.buildRes.Log, 1500))
 		}
 		r.log.InfoContext(ctx, "build failed; giving the agent a repair turn")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -60,6 +61,9 @@ type Project struct {
 	Env []string `json:"env,omitempty"`
 	// BuildOffline runs the site's build command without network (the install keeps it).
 	BuildOffline bool `json:"buildOffline,omitempty"`
+	// JobLimits bound this project's sandboxed jobs ("mem=4GiB,procs=512", sandbox.ParseLimits);
+	// the limits it leaves unset are the worker's (--job-limits).
+	JobLimits string `json:"jobLimits,omitempty"`
 	// Acknowledge sends a "received" reply with the job's link when an email is accepted.
 	Acknowledge bool      `json:"acknowledge,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
@@ -137,6 +141,9 @@ func (p Project) Validate() error {
 		return fmt.Errorf("attachments dir %q must be a relative path inside the repository", p.AttachmentsDir)
 	}
 	if _, err := jobenv.Parse(p.Env); err != nil {
+		return err
+	}
+	if _, err := sandbox.ParseLimits(p.JobLimits); err != nil {
 		return err
 	}
 	return p.validateSenders()

@@ -29,3 +29,20 @@ func TestCheckTurn(t *testing.T) {
 		t.Fatalf("command agent with the check turn: %v", err)
 	}
 }
+
+// TestJobLimits: kept in the record, checked when the project is saved.
+func TestJobLimits(t *testing.T) {
+	t.Parallel()
+	p := project.Project{ID: "site", RepoURL: "/srv/site.git", JobLimits: "mem=4GiB,procs=512"}.WithDefaults()
+	if err := p.Validate(); err != nil {
+		t.Fatalf("valid limits: %v", err)
+	}
+	data, _ := json.Marshal(p)
+	if !strings.Contains(string(data), `"jobLimits":"mem=4GiB,procs=512"`) {
+		t.Fatalf("record %s", data)
+	}
+	p.JobLimits = "mem=4"
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "mem=4: too small") {
+		t.Fatalf("limits too small: %v", err)
+	}
+}

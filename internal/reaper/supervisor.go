@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/rlimit"
 )
 
 const (
@@ -64,8 +66,10 @@ type startReport struct {
 
 // Main must be called first thing in main() and in TestMain of any package that starts supervised
 // processes. If this process was started as a supervisor it runs the supervisor and never returns;
-// otherwise it returns immediately.
+// if it was started as the resource-limits shim (package rlimit, which the sandbox runs in a
+// job's jail) it runs that and never returns; otherwise it returns immediately.
 func Main() {
+	rlimit.Main()
 	if os.Getenv(envMarker) != "1" {
 		return
 	}

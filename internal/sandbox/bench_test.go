@@ -1,7 +1,10 @@
 package sandbox_test
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -9,16 +12,18 @@ import (
 
 // BenchmarkStart is the cost of starting a job process, /bin/true under the reaper's
 // supervisor as the platform does, with and without the sandbox. The difference is what the
-// sandbox adds per agent, install or build start. Report p50 with -count and benchstat, e.g.
+// sandbox adds per agent, install or build start; bwrap+limits adds the rlimit shim (the
+// default limits) to bwrap. Report p50 with -count and benchstat, e.g.
 //
 //	go test ./internal/sandbox -run '^$' -bench Start -benchtime 100x -count 5
 func BenchmarkStart(b *testing.B) {
-	s := required(b)
-	tn := newTenant(b, s)
+	s, tn := limited(b)
+	off := tn.spec()
+	off.Limits = sandbox.Limits{Memory: sandbox.Unlimited, Procs: sandbox.Unlimited, Disk: sandbox.Unlimited}
 	for _, c := range []struct {
 		name string
 		jail *sandbox.Jail
-	}{{"unsandboxed", nil}, {"bwrap", s.Jail(tn.spec())}} {
+	}{{"unsandboxed", nil}, {"bwrap", s.Jail(off)}, {"bwrap+limits", s.Jail(tn.spec())}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				cmd := exec.Command("/bin/true")
@@ -32,5 +37,30 @@ func BenchmarkStart(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCheckDisk is the disk check after each job process, over a workspace of 20,000
+// small files (a modest node_modules).
+//
+//	go test ./internal/sandbox -run '^$' -bench CheckDisk -benchtime 20x
+func BenchmarkCheckDisk(b *testing.B) {
+	s, tn := limited(b)
+	for i := range 200 {
+		d := filepath.Join(tn.ws, "node_modules", fmt.Sprint("pkg", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for k := range 100 {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprint(k, ".js")), []byte("module.exports = 1\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	j := s.Jail(tn.spec())
+	for b.Loop() {
+		if err := j.CheckDisk(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 )
@@ -22,6 +21,9 @@ type Spec struct {
 	ReadOnly []string
 	// NoNetwork gives the process an empty network namespace (loopback only, nothing listening).
 	NoNetwork bool
+	// Limits are the job's own resource limits (the project's); what they leave unset comes
+	// from Config.Limits.
+	Limits Limits
 }
 
 // Jail applies a Spec to commands. A nil *Jail, or one from an inactive Sandbox, leaves
@@ -56,7 +58,7 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	if err != nil {
 		return err
 	}
-	args := slices.Clone(j.s.base)
+	args := append(j.tmpfsArgs(), j.s.base...)
 	args = append(args, j.s.programBinds(prog)...)
 	args = append(args, j.s.selfBinds()...)
 	args = append(args, j.binds()...)
@@ -66,7 +68,9 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	if cmd.Dir != "" {
 		args = append(args, "--chdir", cmd.Dir)
 	}
-	args = append(args, "--", prog)
+	var argv []string
+	argv, cmd.Env = j.shimArgs(prog, cmd.Env)
+	args = append(append(args, "--"), argv...)
 	if len(cmd.Args) > 1 {
 		args = append(args, cmd.Args[1:]...)
 	}
@@ -96,6 +100,9 @@ func (s *Sandbox) selfBinds() []string {
 	s.selfOnce.Do(func() {
 		if self, err := os.Executable(); err == nil {
 			s.self = s.programBinds(self)
+			if len(s.self) > 0 || s.covered(self) {
+				s.selfExe = self
+			}
 		}
 	})
 	return s.self
@@ -187,7 +194,7 @@ var etcFiles = []string{"passwd", "group", "nsswitch.conf", "host.conf", "hosts"
 	"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "mime.types", "os-release", "protocols", "services",
 	"gitconfig", "npmrc"}
 
-// baseArgs is every job's sandbox: namespaces, a private /proc, /dev and /tmp, the read-only
+// baseArgs is every job's sandbox: namespaces, a private /proc and /dev, the read-only
 // toolchain (roots, /etc files, PATH directories, extra) and no capabilities. No
 // --new-session: the reaper starts bwrap in a session of its own, without a controlling
 // terminal (so no TIOCSTI), and the job must stay in bwrap's process group for interrupts.
@@ -195,7 +202,7 @@ func (s *Sandbox) baseArgs() []string {
 	extra := s.cfg.ReadOnly
 	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--hostname", "webordinary-job", "--cap-drop", "ALL",
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/var/tmp"}
+		"--proc", "/proc", "--dev", "/dev"} // /tmp and the like: tmpfsArgs, of the job's size
 	for _, r := range toolchainRoots {
 		args = append(args, rootBind(r)...)
 	}

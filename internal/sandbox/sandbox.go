@@ -60,6 +60,9 @@ type Config struct {
 	// Roots are the directories jobs' files live under (workspaces, agent state). New checks
 	// that the job's identity can reach them and probes bwrap inside the first one.
 	Roots []string
+	// Limits bound every job's processes; what they leave unset comes from DefaultLimits, and a
+	// job's Spec.Limits (its project's) override them.
+	Limits Limits
 }
 
 // Sandbox is a probed sandbox configuration, safe for concurrent use.
@@ -73,6 +76,7 @@ type Sandbox struct {
 	copyMu   sync.Mutex // serializes visibleCopy
 	selfOnce sync.Once
 	self     []string // bwrap arguments binding webordinary's own binary (selfBinds)
+	selfExe  string   // its path, where jobs find it; "" if they cannot
 }
 
 // New validates cfg and, unless the mode is off, probes bwrap by running a command in a
@@ -124,6 +128,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Bwrap == "" {
 		c.Bwrap = "bwrap"
 	}
+	c.Limits = c.Limits.Over(DefaultLimits)
 	return c, nil
 }
 
@@ -179,6 +184,9 @@ type Status struct {
 	// Warning is set when jobs run unsandboxed: they can read the platform's files and
 	// processes (environment variables included) as its user.
 	Warning string `json:"warning,omitempty"`
+	// Limits are what bounds every job and how ("rlimits mem=2GiB,procs=256,disk=2GiB,
+	// tmp=512MiB"; see LimitsMode); empty when jobs run unsandboxed (then nothing bounds them).
+	Limits string `json:"limits,omitempty"`
 }
 
 // Status describes the sandbox in use.
@@ -194,6 +202,7 @@ func (s *Sandbox) Status() Status {
 	if s.root {
 		st.User = fmt.Sprintf("%d:%d", s.cfg.UID, s.cfg.GID)
 	}
+	st.Limits = s.limitsStatus()
 	return st
 }
 
@@ -204,22 +213,23 @@ func (s *Sandbox) String() string {
 	case st.Warning != "":
 		return "WARNING: " + st.Warning
 	case st.User != "":
-		return fmt.Sprintf("bubblewrap (%s), jobs run as uid:gid %s", s.bwrap, st.User)
+		return fmt.Sprintf("bubblewrap (%s), jobs run as uid:gid %s; job limits: %s", s.bwrap, st.User, st.Limits)
 	}
-	return fmt.Sprintf("bubblewrap (%s), jobs run in their own user namespace", s.bwrap)
+	return fmt.Sprintf("bubblewrap (%s), jobs run in their own user namespace; job limits: %s", s.bwrap, st.Limits)
 }
 
-// Short is the sandbox in a few words, for worker presence: "bubblewrap, uid 65534",
-// "bubblewrap, user namespace" or "UNSANDBOXED".
+// Short is the sandbox in a few words, for worker presence: "bubblewrap, uid:gid
+// 65534:65534; rlimits mem=2GiB,procs=256,disk=2GiB,tmp=512MiB", "bubblewrap, user namespace;
+// rlimits ..." or "UNSANDBOXED".
 func (s *Sandbox) Short() string {
 	st := s.Status()
 	switch {
 	case !st.Active:
 		return "UNSANDBOXED"
 	case st.User != "":
-		return "bubblewrap, uid:gid " + st.User
+		return "bubblewrap, uid:gid " + st.User + "; " + st.Limits
 	}
-	return "bubblewrap, user namespace"
+	return "bubblewrap, user namespace; " + st.Limits
 }
 
 // credential is what a job process is started as: the job uid when the platform is root.

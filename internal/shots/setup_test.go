@@ -41,7 +41,15 @@ func setup(t testing.TB, cfg shots.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := sandbox.New(sandbox.Config{})
+	// A root the job user can enter, so the browser runs under the job limits as in serve
+	// (the limits shim is this test binary, copied there).
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb, err := sandbox.New(sandbox.Config{Roots: []string{root}})
 	if err != nil {
 		t.Fatal(err)
 	}

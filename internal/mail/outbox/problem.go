@@ -23,6 +23,7 @@ const (
 	ProblemModel   Problem = "model"   // the AI service was unavailable (operator)
 	ProblemSize    Problem = "size"    // an attachment or the message was too large
 	ProblemSetup   Problem = "setup"   // the machine lacks something the agent needs: retrying cannot help (operator)
+	ProblemLimit   Problem = "limit"   // the job went over its memory, process, CPU or disk limit (operator)
 )
 
 // problemWords are the (lower-case) words of an error that put it in a class, checked in order.
@@ -30,6 +31,7 @@ var problemWords = []struct {
 	p     Problem
 	words []string
 }{
+	{ProblemLimit, []string{"--job-limits"}}, // sandbox.LimitError says how to raise the limit
 	{ProblemModel, []string{"model service", "overloaded", "rate limit", "rate_limit", "too many requests", "service unavailable", "no such host", "connection refused", "connection reset"}},
 	{ProblemTimeout, []string{"limit:", "deadline exceeded", "timed out", "timeout"}},
 	{ProblemSave, []string{"git push", "push:", "push rejected"}},
@@ -81,6 +83,8 @@ var problemAdvice = map[Problem]advice{
 		"Please reply to this email to try again a little later.", true},
 	ProblemSetup: {"I couldn't make your edit because something on our side is not set up right. This is not a problem with your request, and nothing on your site was changed.",
 		"You don't need to change or rephrase anything: it is being looked at. Once it is fixed, reply to this email to try again.", true},
+	ProblemLimit: {"Your edit needed more memory, processes or disk space than this service allows for one edit, so I stopped it. Nothing on your site was changed.",
+		"A smaller change may fit; otherwise, once the limit is raised, reply to this email to try again.", true},
 	ProblemSize: {"Your email or one of its attachments was too large for me to use.",
 		"Send smaller files (or fewer at once) and I'll try again.", false},
 }
