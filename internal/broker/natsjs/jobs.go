@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -195,38 +194,21 @@ func (j *jobs) Recent(ctx context.Context, n int) ([]broker.JobRecord, error) {
 	}
 }
 
-// readFrom returns the current records written between stream sequences start and last.
+// readFrom returns the current records written between stream sequences start and last. It
+// reads them one by one (direct gets, next by subject: superseded revisions are skipped) and
+// so leaves nothing behind on the engine, however often status is polled.
 func (j *jobs) readFrom(ctx context.Context, start, last uint64) ([]broker.JobRecord, error) {
-	c, err := j.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start})
+	var out []broker.JobRecord
+	err := scan(ctx, j.s, "$KV."+bucketJobs+".>", start, last, func(m *jetstream.RawStreamMsg) {
+		var rec broker.JobRecord
+		if m.Header.Get("KV-Operation") == "" && json.Unmarshal(m.Data, &rec) == nil {
+			out = append(out, rec)
+		}
+	})
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: recent jobs: %w", err))
 	}
-	var out []broker.JobRecord
-	for {
-		batch, err := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, ctxErr(ctx, fmt.Errorf("natsjs: recent jobs: %w", err))
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil || meta.Sequence.Stream > last {
-				return out, nil
-			}
-			var rec broker.JobRecord
-			if m.Headers().Get("KV-Operation") == "" && json.Unmarshal(m.Data(), &rec) == nil {
-				out = append(out, rec)
-			}
-			if meta.Sequence.Stream == last {
-				return out, nil
-			}
-		}
-		if got == 0 {
-			return out, ctx.Err()
-		}
-	}
+	return out, nil
 }
 
 func (j *jobs) Wait(ctx context.Context, id string, until func(broker.JobRecord) bool) (broker.JobRecord, error) {
