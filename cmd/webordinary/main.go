@@ -29,6 +29,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"reference": runReference,
 	"status":    runStatus,
 	"job":       runJob,
+	"tenant":    runTenant,
 	"health":    runHealth,
 	"bench":     runBench,
 	"aws":       runAWS,
@@ -47,6 +48,7 @@ Commands:
   send     submit an instruction to a running serve (--wait for the result)
   mail     send an instruction by email (local testing), inspect a raw email, the quarantine
   job      show, wait for or interrupt one job
+  tenant   request a claim for a tenant, or release it (--force: from a hung worker)
   status   show leases, pending jobs, workers and recent jobs
   health   exit 0 when a serve answers (for container health checks)
   bench    measure the control plane (dispatch latency, throughput, failover, fairness)

@@ -5,6 +5,8 @@
 //	GET  /api/jobs/{id}[?wait=30s] job record; with wait, returns when final or at the timeout
 //	POST /api/jobs/{id}/interrupt  ask the owner to stop the job
 //	GET  /api/status               leases, pending per tenant, workers, recent jobs
+//	POST /api/tenants/{p}/{u}/claim    request a claim for the tenant now
+//	POST /api/tenants/{p}/{u}/release  ask its owner to release it; ?force=1 takes its lease at once
 //	POST /api/mail/inspect         raw message → the mail router's report (422 over the parse budget)
 //	GET  /api/mail/quarantine      mail set aside; POST …/{id}/release, DELETE …/{id}
 //	GET  /api/mail/held            mail held over a sender's limit; POST …/{id}/release, DELETE …/{id}
@@ -58,6 +60,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/status", s.status)
 	mux.HandleFunc("GET /healthz", s.health)
 	s.projectRoutes(mux)
+	s.tenantRoutes(mux)
 	s.quarantineRoutes(mux)
 	s.heldRoutes(mux)
 	if s.InspectMail != nil {

@@ -28,6 +28,13 @@ const token = "wo_test_token"
 // worker pool, project store, mail router and SMTP intake; it returns a client with the token.
 func setup(t *testing.T) *api.Client {
 	t.Helper()
+	c, _ := setupEnv(t)
+	return c
+}
+
+// setupEnv is setup that also returns the engine.
+func setupEnv(t *testing.T) (*api.Client, *natsjstest.Env) {
+	t.Helper()
 	ctx := context.Background()
 	env := natsjstest.Start(t, natsjstest.Options{NoSync: true})
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -61,7 +68,7 @@ func setup(t *testing.T) *api.Client {
 	}
 	srv := httptest.NewServer(d.Guard(h))
 	t.Cleanup(srv.Close)
-	return api.NewClient(srv.URL, token)
+	return api.NewClient(srv.URL, token), env
 }
 
 func newInbound(t *testing.T, env *natsjstest.Env, r *router.Router, projects *project.Store) *inbound.Inbound {

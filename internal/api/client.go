@@ -17,6 +17,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // Errors a Client returns (wrapped in *Error when the server answered).
@@ -103,6 +104,27 @@ func (c *Client) WaitJob(ctx context.Context, id string, timeout time.Duration) 
 // Interrupt asks the job's owner to stop it (POST /api/jobs/{id}/interrupt).
 func (c *Client) Interrupt(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/api/jobs/"+url.PathEscape(id)+"/interrupt", nil, http.StatusAccepted, nil)
+}
+
+// ClaimTenant requests a claim for t now (POST /api/tenants/{project}/{user}/claim).
+func (c *Client) ClaimTenant(ctx context.Context, t tenant.ID) (TenantAction, error) {
+	var a TenantAction
+	return a, c.do(ctx, http.MethodPost, tenantPath(t)+"/claim", nil, http.StatusAccepted, &a)
+}
+
+// ReleaseTenant asks t's owner to release it; force takes its lease at once
+// (POST /api/tenants/{project}/{user}/release[?force=1]).
+func (c *Client) ReleaseTenant(ctx context.Context, t tenant.ID, force bool) (TenantAction, error) {
+	path := tenantPath(t) + "/release"
+	if force {
+		path += "?force=1"
+	}
+	var a TenantAction
+	return a, c.do(ctx, http.MethodPost, path, nil, http.StatusAccepted, &a)
+}
+
+func tenantPath(t tenant.ID) string {
+	return "/api/tenants/" + url.PathEscape(t.Project) + "/" + url.PathEscape(t.User)
 }
 
 // Status reads the system's status (GET /api/status).

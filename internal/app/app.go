@@ -74,7 +74,8 @@ func (a *App) Config() Config { return a.cfg }
 
 // Run runs the process until ctx ends or a component fails. In order: it binds every address
 // (all or none: a taken one is an error naming it, before anything is written), prepares the
-// data directory and secrets, opens the engine, builds the components and starts them under
+// data directory and, for serve, locks it (ServeLockFile: a second serve on it fails naming
+// the first's pid), prepares secrets, opens the engine, builds the components and starts them under
 // supervision. A component that fails is logged and stops the others, in reverse order of
 // start within Config.ShutdownTimeout, and Run returns its error; after ctx ends Run returns
 // nil once everything stopped. The engine is closed last, after every component returned.
@@ -88,6 +89,13 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	if err := a.prepareData(); err != nil {
 		return err
+	}
+	if a.cfg.Role == RoleServe {
+		lock, err := a.lockData()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = lock.Release() }() // keeps it reachable: an unreachable file is closed
 	}
 	if a.runsJobs() {
 		if err := a.openSandbox(); err != nil {

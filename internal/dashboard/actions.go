@@ -86,6 +86,29 @@ func (d *Dashboard) release(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// claim requests a claim for a tenant now (one with pending jobs and no owner).
+func (d *Dashboard) claim(w http.ResponseWriter, r *http.Request) {
+	d.act(w, r, "claim", func(ctx context.Context, r *http.Request) (string, error) {
+		t, err := pathTenant(r)
+		if err != nil {
+			return "", err
+		}
+		return "", d.cfg.Router.Claim(ctx, t)
+	})
+}
+
+// forceRelease takes a tenant's lease from its owner at once (a hung worker; Router.ForceRelease).
+func (d *Dashboard) forceRelease(w http.ResponseWriter, r *http.Request) {
+	d.act(w, r, "force release", func(ctx context.Context, r *http.Request) (string, error) {
+		t, err := pathTenant(r)
+		if err != nil {
+			return "", err
+		}
+		_, err = d.cfg.Router.ForceRelease(ctx, t)
+		return "", err
+	})
+}
+
 func pathTenant(r *http.Request) (tenant.ID, error) {
 	t, err := tenant.New(r.PathValue("project"), r.PathValue("user"))
 	if err != nil {

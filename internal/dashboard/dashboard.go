@@ -110,6 +110,8 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /jobs/{id}/pictures/{file}", d.picture)
 	mux.HandleFunc("POST /jobs/{id}/interrupt", d.interrupt)
 	mux.HandleFunc("POST /tenants/{project}/{user}/release", d.release)
+	mux.HandleFunc("POST /tenants/{project}/{user}/force-release", d.forceRelease)
+	mux.HandleFunc("POST /tenants/{project}/{user}/claim", d.claim)
 	mux.HandleFunc("GET /dead", d.dead)
 	mux.HandleFunc("POST /dead/{project}/{user}/{job}/retry", d.retry)
 	mux.HandleFunc("POST /dead/{project}/{user}/{job}/discard", d.discard)

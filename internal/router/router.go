@@ -338,6 +338,40 @@ func (r *Router) Release(ctx context.Context, t tenant.ID, reason string) error 
 	return r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Release: true, Reason: reason})
 }
 
+// Claim requests a claim for t now (an operator's nudge). Claim requests are hints: a worker
+// that finds t's lease live, or nothing pending, drops it.
+func (r *Router) Claim(ctx context.Context, t tenant.ID) error {
+	return r.b.Claims.Request(ctx, t, time.Now())
+}
+
+// ForceRelease takes t from its owner, live or not: it deletes the lease record it reads
+// (compare-and-delete on its version; the owner's next renewal fails, it stops its job and,
+// fenced by the token, pushes and deploys nothing more), then requests a claim, so pending
+// jobs are taken up by a worker. It reports whether there was a lease to take. For a hung
+// owner; Release asks a healthy one politely.
+func (r *Router) ForceRelease(ctx context.Context, t tenant.ID) (bool, error) {
+	took := false
+	for range 3 { // a renewal between the read and the delete: read again
+		l, err := r.b.Leases.Get(ctx, t)
+		if errors.Is(err, broker.ErrNotFound) {
+			break
+		}
+		if err == nil {
+			err = r.b.Leases.Release(ctx, l)
+		}
+		if errors.Is(err, broker.ErrLeaseLost) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		took = true
+		r.log.WarnContext(ctx, "lease taken by an operator", slog.String("tenant", t.String()), slog.String("owner", l.Owner), slog.Uint64("token", l.Token))
+		break
+	}
+	return took, r.Claim(ctx, t)
+}
+
 // Interrupt asks the owner of job's tenant to stop job if it is running.
 func (r *Router) Interrupt(ctx context.Context, jobID, reason string) error {
 	rec, err := r.b.Jobs.Get(ctx, jobID)

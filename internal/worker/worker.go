@@ -163,6 +163,7 @@ func (w *Worker) serveClaim(shutdown context.Context, c broker.Claim) {
 	_ = c.Ack(ctx)
 	if err != nil {
 		metrics.Claims.WithLabelValues("held").Inc()
+		log.DebugContext(ctx, "claim dropped: the tenant's lease is live (its owner serves it)")
 		return
 	}
 	cancel()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,14 +119,14 @@ func (in *inbox) Tenants(ctx context.Context) (map[tenant.ID]int, error) {
 }
 
 func (in *inbox) DeadLetters(ctx context.Context, t tenant.ID) ([]broker.DeadLetter, error) {
-	msgs, err := readAll(ctx, in.a.js, streamDLQ, subjDLQ+t.Subject())
+	msgs, err := readAll(ctx, in.a.dlq, subjDLQ+t.Subject())
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: dead letters %s: %w", t, err))
 	}
 	out := make([]broker.DeadLetter, 0, len(msgs))
 	for _, m := range msgs {
 		var dl broker.DeadLetter
-		if json.Unmarshal(m.Data(), &dl) == nil {
+		if json.Unmarshal(m.Data, &dl) == nil {
 			out = append(out, dl)
 		}
 	}
@@ -133,17 +134,16 @@ func (in *inbox) DeadLetters(ctx context.Context, t tenant.ID) ([]broker.DeadLet
 }
 
 func (in *inbox) RemoveDeadLetter(ctx context.Context, t tenant.ID, jobID string) error {
-	msgs, err := readAll(ctx, in.a.js, streamDLQ, subjDLQ+t.Subject())
+	msgs, err := readAll(ctx, in.a.dlq, subjDLQ+t.Subject())
 	if err != nil {
 		return ctxErr(ctx, fmt.Errorf("natsjs: dead letters %s: %w", t, err))
 	}
 	for _, m := range msgs {
 		var dl broker.DeadLetter
-		meta, merr := m.Metadata()
-		if json.Unmarshal(m.Data(), &dl) != nil || merr != nil || dl.Job.ID != jobID {
+		if json.Unmarshal(m.Data, &dl) != nil || dl.Job.ID != jobID {
 			continue
 		}
-		err := in.a.dlq.DeleteMsg(ctx, meta.Sequence.Stream)
+		err := in.a.dlq.DeleteMsg(ctx, m.Sequence)
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return ctxErr(ctx, fmt.Errorf("natsjs: remove dead letter %s: %w", jobID, err))
 		}
@@ -151,39 +151,34 @@ func (in *inbox) RemoveDeadLetter(ctx context.Context, t tenant.ID, jobID string
 	return nil
 }
 
-// readAll reads every message on subject with an ordered consumer.
-func readAll(ctx context.Context, js jetstream.JetStream, stream, subject string) ([]jetstream.Msg, error) {
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return nil, err
-	}
-	n := int(info.State.Subjects[subject])
-	if n == 0 {
-		return nil, nil
-	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		return nil, err
-	}
-	var out []jetstream.Msg
-	for len(out) < n {
-		batch, err := c.Fetch(n-len(out), jetstream.FetchMaxWait(2*time.Second))
+// readAll reads every message on subject, without a consumer (see scan).
+func readAll(ctx context.Context, s jetstream.Stream, subject string) ([]*jetstream.RawStreamMsg, error) {
+	var out []*jetstream.RawStreamMsg
+	err := scan(ctx, s, subject, 1, math.MaxUint64, func(m *jetstream.RawStreamMsg) { out = append(out, m) })
+	return out, err
+}
+
+// scan calls fn with each message on subject (wildcards allowed) stored between stream
+// sequences from and last, in order. It asks for one message at a time (a direct get when
+// the stream allows them, next by subject) rather than through a consumer: a consumer per
+// read outlives it on the engine (an ordered one until its inactivity threshold), and reads
+// that are polled (status, the dashboard) would pile them up to the engine's limit.
+func scan(ctx context.Context, s jetstream.Stream, subject string, from, last uint64, fn func(*jetstream.RawStreamMsg)) error {
+	for seq := from; seq <= last && seq != 0; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		before := len(out)
-		for m := range batch.Messages() {
-			out = append(out, m)
+		if m.Sequence > last {
+			return nil
 		}
-		if len(out) == before {
-			break
-		}
+		fn(m)
+		seq = m.Sequence + 1
 	}
-	return out, nil
+	return nil
 }
 
 func wrap(op, id string, err error) error {

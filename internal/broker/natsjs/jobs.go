@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -195,38 +194,49 @@ func (j *jobs) Recent(ctx context.Context, n int) ([]broker.JobRecord, error) {
 	}
 }
 
-// readFrom returns the current records written between stream sequences start and last.
+// readFrom returns the current records written between stream sequences start and last. It
+// reads them one by one (direct gets, next by subject: superseded revisions are skipped) and
+// so leaves nothing behind on the engine, however often status is polled; readers parts of
+// the range at once, each in order.
 func (j *jobs) readFrom(ctx context.Context, start, last uint64) ([]broker.JobRecord, error) {
-	c, err := j.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start})
-	if err != nil {
+	parts := splitRange(start, last, readers)
+	found := make([][]broker.JobRecord, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Go(func() {
+			errs[i] = scan(ctx, j.s, "$KV."+bucketJobs+".>", p[0], p[1], func(m *jetstream.RawStreamMsg) {
+				var rec broker.JobRecord
+				if m.Header.Get("KV-Operation") == "" && json.Unmarshal(m.Data, &rec) == nil {
+					found[i] = append(found[i], rec)
+				}
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: recent jobs: %w", err))
 	}
-	var out []broker.JobRecord
-	for {
-		batch, err := c.Fetch(256, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return nil, ctxErr(ctx, fmt.Errorf("natsjs: recent jobs: %w", err))
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil || meta.Sequence.Stream > last {
-				return out, nil
-			}
-			var rec broker.JobRecord
-			if m.Headers().Get("KV-Operation") == "" && json.Unmarshal(m.Data(), &rec) == nil {
-				out = append(out, rec)
-			}
-			if meta.Sequence.Stream == last {
-				return out, nil
-			}
-		}
-		if got == 0 {
-			return out, ctx.Err()
+	return slices.Concat(found...), nil
+}
+
+// readers is how many parts of its range readFrom reads at once.
+const readers = 8
+
+// splitRange splits [start, last] into at most n contiguous parts of nearly equal size.
+func splitRange(start, last, n uint64) [][2]uint64 {
+	if start > last || n == 0 {
+		return nil
+	}
+	size := (last - start + n) / n // ceil((last-start+1)/n)
+	var out [][2]uint64
+	for a := start; a <= last; a += size {
+		out = append(out, [2]uint64{a, min(a+size-1, last)})
+		if a+size < a { // overflow
+			break
 		}
 	}
+	return out
 }
 
 func (j *jobs) Wait(ctx context.Context, id string, until func(broker.JobRecord) bool) (broker.JobRecord, error) {

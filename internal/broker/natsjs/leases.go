@@ -15,7 +15,8 @@ import (
 
 // leases keeps one key per tenant in a KV bucket with per-key TTL. The fencing token is the
 // revision of the acquiring write: revisions are the bucket stream's sequence numbers, so they
-// increase strictly across all tenants. Renewal publishes with expected-last-subject-sequence
+// increase strictly across all tenants. A record is live until the ExpiresAt written in it:
+// Acquire takes over one past it (takeExpired) even if the engine never removed it. Renewal publishes with expected-last-subject-sequence
 // and a fresh per-message TTL (kv.Update would drop the TTL). Expiry is also checked against
 // the ExpiresAt written in the value, because the server removes expired keys up to ~250 ms late.
 type leases struct {
@@ -49,14 +50,53 @@ func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl tim
 	now := time.Now()
 	v := leaseValue{Owner: owner, ClaimedAt: now, ExpiresAt: now.Add(ttl), TTL: ttl}
 	data, _ := json.Marshal(v)
-	rev, err := l.kv.Create(ctx, t.Subject(), data, jetstream.KeyTTL(ttl))
-	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
-		return broker.Lease{}, broker.ErrLeaseHeld
+	for range maxTakeovers {
+		rev, err := l.kv.Create(ctx, t.Subject(), data, jetstream.KeyTTL(ttl))
+		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+			rev, err = l.takeExpired(ctx, t, data, ttl)
+		}
+		if errors.Is(err, errGone) {
+			continue
+		}
+		if err != nil {
+			return broker.Lease{}, err
+		}
+		return v.lease(t, rev), nil
+	}
+	return broker.Lease{}, broker.ErrLeaseHeld
+}
+
+// maxTakeovers bounds Acquire's tries when the record it found changes under it.
+const maxTakeovers = 3
+
+// errGone: the record Acquire found changed or went away before it could take it over.
+var errGone = errors.New("natsjs: lease record changed")
+
+// takeExpired takes over t's record when its own expiry time has passed, whatever the engine
+// kept: its per-message TTL is the engine's cleanup, not the truth (an engine that crashed
+// around an expiry was seen to bring an expired record back and never expire it again, so
+// a Create would find the key forever). The takeover is a compare-and-set on the record's
+// revision with a fresh TTL; a live record is ErrLeaseHeld, one that changed meanwhile errGone.
+func (l *leases) takeExpired(ctx context.Context, t tenant.ID, data []byte, ttl time.Duration) (uint64, error) {
+	e, err := l.kv.Get(ctx, t.Subject())
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return 0, errGone
 	}
 	if err != nil {
-		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", t, err))
+		return 0, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", t, err))
 	}
-	return v.lease(t, rev), nil
+	if _, err := liveLease(t, e); !errors.Is(err, broker.ErrNotFound) {
+		return 0, broker.ErrLeaseHeld // live, or unreadable: never taken from under its owner
+	}
+	ack, err := l.js.Publish(ctx, "$KV."+bucketLeases+"."+t.Subject(), data,
+		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(ttl))
+	if isWrongLastSeq(err) {
+		return 0, errGone
+	}
+	if err != nil {
+		return 0, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", t, err))
+	}
+	return ack.Sequence, nil
 }
 
 func (l *leases) Renew(ctx context.Context, old broker.Lease) (broker.Lease, error) {

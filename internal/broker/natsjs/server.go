@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/webordinary/webordinary/internal/dirlock"
 )
 
 // ServerConfig configures the embedded NATS server.
@@ -119,19 +122,93 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 			}
 		}
 	}
+	release, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("natsjs: new server: %w", err)
 	}
 	if !cfg.NoSync {
 		raiseProcsForSyncs()
 	}
 	go s.Start()
+	go func() { s.WaitForShutdown(); release() }()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
-		return nil, errors.New("natsjs: embedded server not ready after 10s (is the data directory locked by another webordinary?)")
+		return nil, errors.New("natsjs: embedded server not ready after 10s")
 	}
 	return s, nil
+}
+
+// LockFile is the file in ServerConfig.Dir that an embedded server holds (flock) while it
+// runs: JetStream's files have one writer, so a second server on the directory is refused.
+const LockFile = "engine.lock"
+
+// lockDir creates dir (0700) and locks it for this process until the server shuts down
+// (release). A server of this process that is shutting down on dir releases it in a moment
+// (after WaitForShutdown): a restart on the same directory waits for that, up to a bound.
+func lockDir(dir string) (release func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("natsjs: engine directory: %w", err)
+	}
+	lock, err := dirlock.Acquire(dir, LockFile)
+	var held *dirlock.LockedError
+	if errors.As(err, &held) && held.PID == os.Getpid() && ownLocks.wait(dir, 10*time.Second) {
+		lock, err = dirlock.Acquire(dir, LockFile)
+	}
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("natsjs: engine directory %s is in use (%w): another webordinary runs on it; stop that one or use another directory", dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: engine directory: %w", err)
+	}
+	done := ownLocks.add(dir)
+	return func() { _ = lock.Release(); ownLocks.remove(dir, done) }, nil
+}
+
+// ownLocks are the engine directories this process holds, each with a channel closed once
+// released.
+var ownLocks = dirLocks{m: map[string]chan struct{}{}}
+
+type dirLocks struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+func (d *dirLocks) add(dir string) chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch := make(chan struct{})
+	d.m[dir] = ch
+	return ch
+}
+
+func (d *dirLocks) remove(dir string, ch chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m[dir] == ch {
+		delete(d.m, dir)
+	}
+	close(ch)
+}
+
+// wait waits until this process no longer holds dir, at most d; it reports whether it let go.
+func (d *dirLocks) wait(dir string, limit time.Duration) bool {
+	d.mu.Lock()
+	ch, ok := d.m[dir]
+	d.mu.Unlock()
+	if !ok {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-time.After(limit):
+		return false
+	}
 }
 
 func serverOptions(cfg ServerConfig) (*server.Options, error) {
