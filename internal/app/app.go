@@ -127,9 +127,11 @@ type cleanup []func()
 
 func (c *cleanup) add(f func()) { *c = append(*c, f) }
 
-func (c cleanup) run() {
-	for i := len(c) - 1; i >= 0; i-- {
-		c[i]()
+// run runs the cleanups in reverse order. Its receiver is a pointer so that `defer undo.run()`
+// runs what was added after the defer, not the empty list it saw then.
+func (c *cleanup) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
 	}
 }
 
