@@ -121,26 +121,6 @@ func (w *Workspace) Head(ctx context.Context) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-// Stage adds the working tree's changes under paths (all of it when none) to the index,
-// never anything under exclude (repository-relative directories such as the build output)
-// nor any node_modules, whatever .gitignore says. The platform stages right after the agent,
-// so what the build writes later is never committed.
-func (w *Workspace) Stage(ctx context.Context, paths, exclude []string) error {
-	args := []string{"add", "-A", "--"}
-	if len(paths) == 0 {
-		args = append(args, ".")
-	}
-	args = append(args, paths...)
-	for _, e := range exclude {
-		if e = strings.Trim(filepath.ToSlash(filepath.Clean(e)), "/"); e != "" && e != "." {
-			args = append(args, ":(exclude,literal)"+e)
-		}
-	}
-	args = append(args, ":(exclude,glob)**/node_modules/**", ":(exclude,glob)**/node_modules")
-	_, err := w.git(ctx, args...)
-	return err
-}
-
 // Staged reports whether the index differs from HEAD.
 func (w *Workspace) Staged(ctx context.Context) (bool, error) {
 	_, err := w.git(ctx, "diff", "--cached", "--quiet")
@@ -229,9 +209,14 @@ func (w *Workspace) Files(ctx context.Context) ([]string, error) {
 }
 
 func (w *Workspace) git(ctx context.Context, args ...string) (string, error) {
+	return w.gitInput(ctx, nil, args...)
+}
+
+// gitInput runs git in the working tree with stdin (nil: none).
+func (w *Workspace) gitInput(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
 	cmd := w.command(ctx, w.Dir, args...)
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
 	err := cmd.Run()
 	if w.Log != nil && errb.Len() > 0 {
 		_, _ = w.Log.Write(errb.Bytes())

@@ -1,0 +1,285 @@
+package workspace_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/webordinary/webordinary/internal/workspace"
+)
+
+// Jobs write the working tree (here the test writes it as the platform's user, which is
+// what a job's writes amount to once the platform's git reads them) and the platform stages
+// and commits it. Each test is the job trying to get something into the commit that must
+// not be there, or to wedge the tenant's later jobs.
+
+// tenant is a workspace on its own thread branch, checked out from remote.
+func tenant(t *testing.T, remote, name string) *workspace.Workspace {
+	t.Helper()
+	ws := &workspace.Workspace{Dir: filepath.Join(t.TempDir(), "site", name), Remote: remote}
+	checkout(t, ws)
+	return ws
+}
+
+// checkout starts a job: sync, then the thread's branch from its head.
+func checkout(t *testing.T, ws *workspace.Workspace) {
+	t.Helper()
+	ctx := context.Background()
+	if err := ws.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Checkout(ctx, "thread-x", "main"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stageAndCommit is the platform's end of a job: stage (leaving out exclude), commit. It
+// returns the commit and the paths left out.
+func stageAndCommit(t *testing.T, ws *workspace.Workspace, exclude ...string) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	left, err := ws.Stage(ctx, nil, exclude)
+	if err != nil {
+		t.Fatalf("stage: %v", err)
+	}
+	sha, ok, err := ws.Commit(ctx, "edit", workspace.Author{Name: "a", Email: "a@b"}, nil)
+	if err != nil || !ok {
+		t.Fatalf("commit: committed=%v %v", ok, err)
+	}
+	var paths []string
+	for _, l := range left {
+		paths = append(paths, l.Path)
+	}
+	return sha, paths
+}
+
+// tree lists HEAD's entries as "mode path".
+func tree(t *testing.T, ws *workspace.Workspace) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(run(t, ws.Dir, "git", "ls-tree", "-r", "HEAD"), "\n") {
+		meta, path, _ := strings.Cut(line, "\t")
+		out = append(out, strings.Fields(meta)[0]+" "+path)
+	}
+	return out
+}
+
+func noGitlinks(t *testing.T, ws *workspace.Workspace) {
+	t.Helper()
+	for _, e := range tree(t, ws) {
+		if strings.HasPrefix(e, "160000 ") {
+			t.Errorf("HEAD has a gitlink: %s", e)
+		}
+	}
+}
+
+func TestStageLeavesOutAGitfileToAnotherWorkspace(t *testing.T) {
+	t.Parallel()
+	remote := origin(t)
+	bob := tenant(t, remote, "bob")
+	write(t, filepath.Join(bob.Dir, "secret.html"), "bob's unpublished page")
+	bobHead, _ := stageAndCommit(t, bob)
+
+	alice := tenant(t, remote, "alice")
+	write(t, filepath.Join(alice.Dir, "wt", ".git"), "gitdir: "+filepath.Join(bob.Dir, ".git")+"\n")
+	write(t, filepath.Join(alice.Dir, "wt", "f.txt"), "x")
+	write(t, filepath.Join(alice.Dir, "page.html"), "alice's edit")
+	_, left := stageAndCommit(t, alice)
+
+	noGitlinks(t, alice)
+	for _, e := range tree(t, alice) {
+		if strings.Contains(e, "wt") {
+			t.Errorf("HEAD has %s from a directory with a gitfile", e)
+		}
+	}
+	if !slices.Contains(left, "wt/") {
+		t.Errorf("left out %q, want wt/ named", left)
+	}
+	if objectsMention(t, alice, bobHead) {
+		t.Errorf("alice's repository holds an object naming bob's HEAD %s", bobHead)
+	}
+}
+
+// objectsMention reports whether any object in ws's repository holds sha (hex or raw).
+func objectsMention(t *testing.T, ws *workspace.Workspace, sha string) bool {
+	t.Helper()
+	cmd := exec.Command("git", "cat-file", "--batch-all-objects", "--batch", "--unordered")
+	cmd.Dir = ws.Dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := make([]byte, 0, 20)
+	for i := 0; i+1 < len(sha); i += 2 {
+		var b byte
+		for _, c := range sha[i : i+2] {
+			b = b<<4 | byte(strings.IndexRune("0123456789abcdef", c))
+		}
+		raw = append(raw, b)
+	}
+	return bytes.Contains(out, []byte(sha)) || bytes.Contains(out, raw)
+}
+
+func TestStageLeavesOutANestedRepositoryAndLaterJobsWork(t *testing.T) {
+	t.Parallel()
+	for _, withCommit := range []bool{false, true} {
+		t.Run(map[bool]string{false: "empty", true: "with-commit"}[withCommit], func(t *testing.T) {
+			t.Parallel()
+			ws := tenant(t, origin(t), "alice")
+			run(t, ws.Dir, "git", "init", "--quiet", "sub")
+			write(t, filepath.Join(ws.Dir, "sub", "inner.txt"), "inside")
+			if withCommit {
+				run(t, filepath.Join(ws.Dir, "sub"), "git", "add", "-A")
+				run(t, filepath.Join(ws.Dir, "sub"), "git", "-c", "user.name=j", "-c", "user.email=j@j", "commit", "--quiet", "-m", "inner")
+			}
+			for round := range 3 {
+				if round > 0 {
+					checkout(t, ws)
+				}
+				write(t, filepath.Join(ws.Dir, "page.html"), strings.Repeat("edit ", round+1))
+				_, left := stageAndCommit(t, ws)
+				if !slices.Contains(left, "sub/") {
+					t.Errorf("round %d: left out %q, want sub/ named", round, left)
+				}
+				noGitlinks(t, ws)
+				for _, e := range tree(t, ws) {
+					if strings.Contains(e, "sub/") || strings.HasSuffix(e, " sub") {
+						t.Errorf("round %d: HEAD has %s from a nested repository", round, e)
+					}
+				}
+			}
+		})
+	}
+}
+
+// astroOrigin is a remote whose site ignores its build output and node_modules, as Astro's
+// template does.
+func astroOrigin(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bare, seed := filepath.Join(dir, "origin.git"), filepath.Join(dir, "seed")
+	run(t, dir, "git", "init", "--quiet", "--bare", "--initial-branch=main", bare)
+	run(t, dir, "git", "init", "--quiet", "--initial-branch=main", seed)
+	write(t, filepath.Join(seed, ".gitignore"), "# build output\ndist/\n# dependencies\nnode_modules/\n.astro/\n")
+	write(t, filepath.Join(seed, "src", "pages", "index.astro"), "<h1>hello</h1>")
+	run(t, seed, "git", "add", "-A")
+	run(t, seed, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "init")
+	run(t, seed, "git", "push", "--quiet", bare, "main")
+	return bare
+}
+
+func TestStageAfterBuildsIntoAnIgnoredOutputDir(t *testing.T) {
+	t.Parallel()
+	ws := tenant(t, astroOrigin(t), "alice")
+	for round := range 3 {
+		if round > 0 {
+			checkout(t, ws)
+		}
+		write(t, filepath.Join(ws.Dir, "src", "pages", "index.astro"), strings.Repeat("<p>edit</p>", round+1))
+		_, left := stageAndCommit(t, ws, "dist")
+		if len(left) != 0 {
+			t.Errorf("round %d: left out %q, want nothing", round, left)
+		}
+		// the build, after staging
+		write(t, filepath.Join(ws.Dir, "dist", "index.html"), "built")
+		write(t, filepath.Join(ws.Dir, "node_modules", "astro", "index.js"), "dep")
+	}
+	for _, e := range tree(t, ws) {
+		if strings.Contains(e, "dist") || strings.Contains(e, "node_modules") {
+			t.Errorf("HEAD has %s", e)
+		}
+	}
+}
+
+func TestStageRepairTurnPathsUnderAnIgnoredOutputDir(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ws := tenant(t, astroOrigin(t), "alice")
+	write(t, filepath.Join(ws.Dir, "dist", "index.html"), "built")
+	write(t, filepath.Join(ws.Dir, "src", "fix.astro"), "fix")
+	if _, err := ws.Stage(ctx, []string{"src/fix.astro", "dist/index.html", "dist"}, []string{"dist"}); err != nil {
+		t.Fatalf("stage: %v", err)
+	}
+	if _, ok, err := ws.Commit(ctx, "fix", workspace.Author{Name: "a", Email: "a@b"}, nil); err != nil || !ok {
+		t.Fatalf("commit: %v %v", ok, err)
+	}
+	if got := tree(t, ws); !slices.Contains(got, "100644 src/fix.astro") || slices.ContainsFunc(got, func(e string) bool { return strings.Contains(e, "dist") }) {
+		t.Errorf("HEAD is %q, want src/fix.astro and no dist", got)
+	}
+}
+
+// TestStageSurvivesOddEntries: what a job can leave in the tree that git cannot or should not
+// take never fails staging; the rest of the job's work is committed, and the odd entry is
+// named.
+func TestStageSurvivesOddEntries(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		plant func(t *testing.T, dir string)
+		left  string // the path named as left out; "" when none need be
+	}{
+		{"tracked file replaced by a fifo", func(t *testing.T, dir string) {
+			_ = os.Remove(filepath.Join(dir, "index.html"))
+			if err := syscall.Mkfifo(filepath.Join(dir, "index.html"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "index.html"},
+		{"a name git refuses", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "x", ".GIT"), "not a repository")
+			write(t, filepath.Join(dir, "y", ".git."), "nor this")
+		}, "x/.GIT"},
+		{"a symlink as .gitattributes", func(t *testing.T, dir string) {
+			if err := os.Symlink("/etc/passwd", filepath.Join(dir, ".gitattributes")); err != nil {
+				t.Fatal(err)
+			}
+		}, ".gitattributes"},
+		{"a tracked file beyond a symlinked directory", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "d", "a.html"), "a")
+			run(t, dir, "git", "add", "d/a.html")
+			run(t, dir, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "d")
+			other := t.TempDir()
+			write(t, filepath.Join(other, "a.html"), "elsewhere")
+			if err := os.RemoveAll(filepath.Join(dir, "d")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, filepath.Join(dir, "d")); err != nil {
+				t.Fatal(err)
+			}
+		}, ""},
+		{"a file bigger than hosts take", func(t *testing.T, dir string) {
+			f, err := os.Create(filepath.Join(dir, "big.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := f.Truncate(workspace.MaxFileBytes + 1); err != nil {
+				t.Fatal(err)
+			}
+		}, "big.bin"},
+		{"weird bytes in a name", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "a\nb\x01\xff:(exclude)c"), "odd but fine")
+		}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ws := tenant(t, origin(t), "alice")
+			c.plant(t, ws.Dir)
+			write(t, filepath.Join(ws.Dir, "good.html"), "the job's real work")
+			_, left := stageAndCommit(t, ws)
+			if !slices.Contains(tree(t, ws), "100644 good.html") {
+				t.Errorf("HEAD is %q, want good.html committed", tree(t, ws))
+			}
+			if c.left != "" && !slices.Contains(left, c.left) {
+				t.Errorf("left out %q, want %s named", left, c.left)
+			}
+			checkout(t, ws) // the next job starts cleanly
+		})
+	}
+}
