@@ -283,3 +283,29 @@ func TestStageSurvivesOddEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusListsPathsNotRepositoriesOrRenames: Status (what a repair turn and the pictures
+// compare) names files: never a nested repository, and a staged move as its two paths.
+func TestStatusListsPathsNotRepositoriesOrRenames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	remote := origin(t)
+	bob := tenant(t, remote, "bob")
+	alice := tenant(t, remote, "alice")
+	write(t, filepath.Join(alice.Dir, "wt", ".git"), "gitdir: "+filepath.Join(bob.Dir, ".git")+"\n")
+	run(t, alice.Dir, "git", "init", "--quiet", "sub")
+	if err := os.Rename(filepath.Join(alice.Dir, "index.html"), filepath.Join(alice.Dir, "home.html")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Stage(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := alice.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []string{"home.html", "index.html"}; !slices.Equal(got, want) {
+		t.Errorf("status %q, want %q", got, want)
+	}
+}

@@ -297,15 +297,25 @@ func AskpassEnv(dir string) ([]string, error) {
 	return []string{"GIT_ASKPASS=" + path}, nil
 }
 
-// Status lists the paths that differ from HEAD (tracked changes and untracked files).
+// Status lists the paths that differ from HEAD (tracked changes and untracked files, a move
+// as its two paths). It leaves out repositories nested in the working tree (see Stage) and
+// never looks inside them.
 func (w *Workspace) Status(ctx context.Context) ([]string, error) {
-	out, err := w.git(ctx, "status", "--porcelain", "-z", "--untracked-files=all")
+	nested, err := nestedRepos(ctx, w.Dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all", "--", "."}
+	for _, d := range nested {
+		args = append(args, ":(exclude,literal)"+d)
+	}
+	out, err := w.git(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
 	var paths []string
 	for _, entry := range strings.Split(out, "\x00") {
-		if len(entry) > 3 {
+		if len(entry) > 3 && !strings.HasSuffix(entry, "/") {
 			paths = append(paths, entry[3:])
 		}
 	}
