@@ -100,6 +100,11 @@ func (w *Workspace) candidates(ctx context.Context, skip []string) (map[string]s
 		spec = append(spec, ":(exclude,literal)"+d)
 	}
 	spec = append(spec, ":(exclude,glob)**/node_modules/**", ":(exclude,glob)**/node_modules")
+	// Sandbox.Own's lchown left every entry's stat data stale: refresh it (reading the content
+	// of only those entries), or diff-files would list every tracked path.
+	if _, err := w.git(ctx, "update-index", "-q", "--unmerged", "--ignore-submodules", "--refresh"); err != nil {
+		return nil, nil, err
+	}
 	diff, err := w.git(ctx, append([]string{"diff-files", "-z"}, spec...)...)
 	if err != nil {
 		return nil, nil, err
@@ -139,12 +144,15 @@ func under(paths []string) func(string) bool {
 		want[strings.Trim(filepath.ToSlash(p), "/")] = true
 	}
 	return func(p string) bool {
-		for p = strings.TrimSuffix(p, "/"); len(paths) > 0 && p != "." && p != ""; p = path.Dir(p) {
+		if len(paths) == 0 {
+			return true
+		}
+		for p = strings.Trim(p, "/"); p != "." && p != "" && p != "/"; p = path.Dir(p) {
 			if want[p] {
 				return true
 			}
 		}
-		return len(paths) == 0
+		return false
 	}
 }
 

@@ -309,3 +309,55 @@ func TestStatusListsPathsNotRepositoriesOrRenames(t *testing.T) {
 		t.Errorf("status %q, want %q", got, want)
 	}
 }
+
+// TestStageAfterOwnershipChangeTouchesOnlyChanges: the platform gives the job the workspace
+// (lchown of every entry, which makes git's stat data stale); Stage still looks only at what
+// changed, so a big file already in HEAD is not named as left out.
+func TestStageAfterOwnershipChangeTouchesOnlyChanges(t *testing.T) {
+	t.Parallel()
+	ws := tenant(t, origin(t), "alice")
+	big := filepath.Join(ws.Dir, "video.bin")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(workspace.MaxFileBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	run(t, ws.Dir, "git", "add", "video.bin")
+	run(t, ws.Dir, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "the owner's video")
+	err = filepath.WalkDir(ws.Dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 65534, 65534)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(ws.Dir, "index.html"), "edit")
+	if _, left := stageAndCommit(t, ws); len(left) != 0 {
+		t.Errorf("left out %q, want nothing (only index.html changed)", left)
+	}
+}
+
+// TestFilesLeavesOutNestedRepositories: the files deployed for a site without a build are
+// the job's files, never a nested repository or what a gitfile points at.
+func TestFilesLeavesOutNestedRepositories(t *testing.T) {
+	t.Parallel()
+	remote := origin(t)
+	bob := tenant(t, remote, "bob")
+	alice := tenant(t, remote, "alice")
+	write(t, filepath.Join(alice.Dir, "wt", ".git"), "gitdir: "+filepath.Join(bob.Dir, ".git")+"\n")
+	run(t, alice.Dir, "git", "init", "--quiet", "sub")
+	write(t, filepath.Join(alice.Dir, "sub", "inner.html"), "inside")
+	write(t, filepath.Join(alice.Dir, "page.html"), "new page")
+	got, err := alice.Files(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Sort(got); !slices.Equal(got, []string{"index.html", "page.html"}) {
+		t.Errorf("files %q, want index.html and page.html", got)
+	}
+}

@@ -193,19 +193,22 @@ func (w *Workspace) Push(ctx context.Context, branch string) error {
 }
 
 // Files lists the files of the working tree git would commit (tracked and untracked, not
-// ignored), for deploying a site that is the repository itself.
+// ignored), for deploying a site that is the repository itself; never a repository nested in
+// it (see Stage), whose inside git is not asked about.
 func (w *Workspace) Files(ctx context.Context) ([]string, error) {
-	out, err := w.git(ctx, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	nested, err := nestedRepos(ctx, w.Dir, nil)
 	if err != nil {
 		return nil, err
 	}
-	var files []string
-	for _, f := range strings.Split(out, "\x00") {
-		if f != "" {
-			files = append(files, f)
-		}
+	args := []string{"ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."}
+	for _, d := range nested {
+		args = append(args, ":(exclude,literal)"+d)
 	}
-	return files, nil
+	out, err := w.git(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(splitZ(out), func(f string) bool { return strings.HasSuffix(f, "/") }), nil
 }
 
 func (w *Workspace) git(ctx context.Context, args ...string) (string, error) {
