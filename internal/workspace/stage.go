@@ -59,7 +59,7 @@ const maxRefused = 32
 // the agent, so what the build writes later is never committed.
 func (w *Workspace) Stage(ctx context.Context, paths, exclude []string) ([]LeftOut, error) {
 	skip := cleanDirs(exclude)
-	nested, err := nestedRepos(ctx, w.Dir, skip)
+	nested, err := nestedRepos(ctx, w.Dir, func(d string) bool { return path.Base(d) == "node_modules" || slices.Contains(skip, d) })
 	if err != nil {
 		return nil, err
 	}
@@ -321,11 +321,11 @@ const maxWalk = 500_000
 // nestedRepos lists the directories below the top of the working tree at dir that hold an
 // entry named .git (a repository, a gitfile, a link: any type), outermost first. It reads
 // directories only, beneath dir (os.Root), never follows a symbolic link, never opens a
-// .git entry, and skips node_modules and the directories in skip.
+// .git entry, and skips the directories skip (nil: none) says to.
 //
 // TODO(merge): this is a small Lstat-only walk of a hostile tree; it belongs in
 // internal/hostile.
-func nestedRepos(ctx context.Context, dir string, skip []string) ([]string, error) {
+func nestedRepos(ctx context.Context, dir string, skip func(dir string) bool) ([]string, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: open the working tree: %w", err)
@@ -346,7 +346,7 @@ func nestedRepos(ctx context.Context, dir string, skip []string) ([]string, erro
 		}
 		for _, e := range entries {
 			sub := path.Join(d, e.Name())
-			if e.IsDir() && e.Name() != "node_modules" && sub != ".git" && !slices.Contains(skip, sub) {
+			if e.IsDir() && sub != ".git" && (skip == nil || !skip(sub)) {
 				queue = append(queue, sub)
 			}
 		}
@@ -375,4 +375,26 @@ func readDir(root *os.Root, d string, budget *int) []fs.DirEntry {
 		}
 	}
 	return all
+}
+
+// dropNestedRepos removes the .git entry (a repository, a gitfile, a link: never followed) of
+// each directory below the top of the working tree that has one. A job left them; git,
+// deciding whether it may clean such a directory, reads the repository it names (as root,
+// and a pipe there blocks it). What they held is then untracked, and cleaned like the rest.
+func (w *Workspace) dropNestedRepos(ctx context.Context) error {
+	nested, err := nestedRepos(ctx, w.Dir, nil)
+	if err != nil || len(nested) == 0 {
+		return err
+	}
+	root, err := os.OpenRoot(w.Dir)
+	if err != nil {
+		return fmt.Errorf("workspace: open the working tree: %w", err)
+	}
+	defer root.Close()
+	for _, d := range nested {
+		if err := root.RemoveAll(path.Join(d, ".git")); err != nil {
+			return fmt.Errorf("workspace: remove the repository a job left in %s: %w", d, err)
+		}
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/workspace"
 )
@@ -126,6 +127,9 @@ func objectsMention(t *testing.T, ws *workspace.Workspace, sha string) bool {
 	return bytes.Contains(out, []byte(sha)) || bytes.Contains(out, raw)
 }
 
+// TestStageLeavesOutANestedRepositoryAndLaterJobsWork: `git init sub` is left out and named;
+// the tenant's next checkout removes it (git clean -fd alone keeps a nested repository) and
+// its jobs work.
 func TestStageLeavesOutANestedRepositoryAndLaterJobsWork(t *testing.T) {
 	t.Parallel()
 	for _, withCommit := range []bool{false, true} {
@@ -144,8 +148,11 @@ func TestStageLeavesOutANestedRepositoryAndLaterJobsWork(t *testing.T) {
 				}
 				write(t, filepath.Join(ws.Dir, "page.html"), strings.Repeat("edit ", round+1))
 				_, left := stageAndCommit(t, ws)
-				if !slices.Contains(left, "sub/") {
+				if round == 0 && !slices.Contains(left, "sub/") {
 					t.Errorf("round %d: left out %q, want sub/ named", round, left)
+				}
+				if _, err := os.Lstat(filepath.Join(ws.Dir, "sub")); round > 0 && (len(left) != 0 || err == nil) {
+					t.Errorf("round %d: left out %q, sub/ there (%v): want the next checkout to have cleaned it", round, left, err)
 				}
 				noGitlinks(t, ws)
 				for _, e := range tree(t, ws) {
@@ -359,5 +366,53 @@ func TestFilesLeavesOutNestedRepositories(t *testing.T) {
 	}
 	if slices.Sort(got); !slices.Equal(got, []string{"index.html", "page.html"}) {
 		t.Errorf("files %q, want index.html and page.html", got)
+	}
+}
+
+// TestAGitfileToAPipeHangsNoJob: a job points a gitfile at a directory it made to look like a
+// repository whose HEAD is a pipe. Git deciding whether that directory is a repository reads
+// HEAD and blocks; neither this job's staging nor the tenant's next checkout may ask it to,
+// whether or not .gitignore ignores the directory.
+func TestAGitfileToAPipeHangsNoJob(t *testing.T) {
+	t.Parallel()
+	for _, ignored := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tracked-dir", true: "ignored-dir"}[ignored], func(t *testing.T) {
+			t.Parallel()
+			ws := tenant(t, origin(t), "alice")
+			fake := filepath.Join(ws.Dir, "fake")
+			for _, d := range []string{"objects", "refs"} {
+				if err := os.MkdirAll(filepath.Join(fake, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := syscall.Mkfifo(filepath.Join(fake, "HEAD"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(ws.Dir, "wt", ".git"), "gitdir: "+fake+"\n")
+			if ignored {
+				write(t, filepath.Join(ws.Dir, ".gitignore"), "wt/\n")
+			}
+			write(t, filepath.Join(ws.Dir, "page.html"), "edit")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := ws.Stage(ctx, nil, nil); err != nil {
+				t.Fatalf("stage: %v", err)
+			}
+			if _, err := ws.Status(ctx); err != nil {
+				t.Fatalf("status: %v", err)
+			}
+			if _, err := ws.Files(ctx); err != nil {
+				t.Fatalf("files: %v", err)
+			}
+			if _, _, err := ws.Commit(ctx, "edit", workspace.Author{Name: "a", Email: "a@b"}, nil); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			if err := ws.Sync(ctx); err != nil {
+				t.Fatalf("the next job's sync: %v", err)
+			}
+			if err := ws.Checkout(ctx, "thread-x", "main"); err != nil {
+				t.Fatalf("the next job's checkout: %v", err)
+			}
+		})
 	}
 }

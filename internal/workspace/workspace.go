@@ -72,10 +72,14 @@ func (w *Workspace) clone(ctx context.Context) error {
 	return nil
 }
 
-// Checkout puts branch's head in the working tree, discarding any half-edited state: the
+// Checkout puts branch's head in the working tree, discarding any half-edited state (and
+// any repository a job nested in it, see dropNestedRepos): the
 // local branch when it contains the remote's (it may hold a commit not yet pushed), else the
 // remote branch, else a new branch from the default branch.
 func (w *Workspace) Checkout(ctx context.Context, branch, defaultBranch string) error {
+	if err := w.dropNestedRepos(ctx); err != nil {
+		return err
+	}
 	if _, err := w.git(ctx, "reset", "--hard", "--quiet"); err != nil {
 		return err
 	}
