@@ -182,29 +182,50 @@ func sortOut(dir string, tracked map[string]string, untracked []string, wanted f
 
 // sort files f (mode is the index's, "" when untracked) into p.
 func (p *plan) sort(dir, f, mode string, links map[string]bool) {
-	tracked := mode != ""
-	switch {
-	case strings.HasSuffix(f, "/"):
-		p.left = append(p.left, LeftOut{Path: f, Reason: reasonRepo})
+	if reason, refused := refusedPath(f); refused {
+		if reason != "" {
+			p.left = append(p.left, LeftOut{Path: f, Reason: reason})
+		}
 		return
-	case hasNodeModules(f):
-		return
-	case refusedName(f):
-		p.left = append(p.left, LeftOut{Path: f, Reason: reasonName})
+	}
+	if beyondLink(dir, f, links) {
+		p.gone(f, mode)
 		return
 	}
 	fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f)))
-	if err != nil || beyondLink(dir, f, links) {
-		if tracked {
-			p.remove = append(p.remove, f) // gone from the tree git sees
-		}
+	if err != nil {
+		p.gone(f, mode)
 		return
 	}
+	p.byType(f, mode, fi)
+}
+
+// refusedPath says whether f is left out whatever is there, and why ("" to say nothing).
+func refusedPath(f string) (reason string, refused bool) {
+	switch {
+	case strings.HasSuffix(f, "/"):
+		return reasonRepo, true
+	case hasNodeModules(f):
+		return "", true
+	case refusedName(f):
+		return reasonName, true
+	}
+	return "", false
+}
+
+// gone: git sees no file at f; a tracked path is removed from the index.
+func (p *plan) gone(f, mode string) {
+	if mode != "" {
+		p.remove = append(p.remove, f)
+	}
+}
+
+// byType sorts f by what fi (its lstat) says is there.
+func (p *plan) byType(f, mode string, fi fs.FileInfo) {
 	switch t := fi.Mode().Type(); {
+	case t == fs.ModeDir && mode != "160000":
+		p.gone(f, mode) // a file became a folder, whose files are untracked; a gitlink stays
 	case t == fs.ModeDir:
-		if tracked && mode != "160000" {
-			p.remove = append(p.remove, f) // a file became a folder; its files are untracked
-		}
 	case t == fs.ModeSymlink && refusedLink(f):
 		p.left = append(p.left, LeftOut{Path: f, Reason: reasonLink})
 	case t == fs.ModeSymlink:

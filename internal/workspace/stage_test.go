@@ -416,3 +416,31 @@ func TestAGitfileToAPipeHangsNoJob(t *testing.T) {
 		})
 	}
 }
+
+// TestStageKeepsTheOwnersSubmoduleAsRecorded: a gitlink already in HEAD (a submodule the
+// owner recorded) keeps its commit, even when a job plants a gitfile in its directory.
+func TestStageKeepsTheOwnersSubmoduleAsRecorded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bare, seed := filepath.Join(dir, "origin.git"), filepath.Join(dir, "seed")
+	run(t, dir, "git", "init", "--quiet", "--bare", "--initial-branch=main", bare)
+	run(t, dir, "git", "init", "--quiet", "--initial-branch=main", seed)
+	write(t, filepath.Join(seed, "index.html"), "<h1>hello</h1>")
+	recorded := "1111111111111111111111111111111111111111"
+	run(t, seed, "git", "update-index", "--add", "--cacheinfo", "160000,"+recorded+",theme")
+	run(t, seed, "git", "add", "index.html")
+	run(t, seed, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "init")
+	run(t, seed, "git", "push", "--quiet", bare, "main")
+
+	bob := tenant(t, bare, "bob")
+	alice := tenant(t, bare, "alice")
+	write(t, filepath.Join(alice.Dir, "theme", ".git"), "gitdir: "+filepath.Join(bob.Dir, ".git")+"\n")
+	write(t, filepath.Join(alice.Dir, "index.html"), "edit")
+	_, left := stageAndCommit(t, alice)
+	if !slices.Contains(left, "theme/") {
+		t.Errorf("left out %q, want theme/ named", left)
+	}
+	if got := run(t, alice.Dir, "git", "rev-parse", "HEAD:theme"); got != recorded {
+		t.Errorf("theme's gitlink is %s, want the recorded %s", got, recorded)
+	}
+}
