@@ -54,6 +54,9 @@ type Report struct {
 	// waiting before those runs.
 	ModelRetries int           `json:"modelRetries,omitempty"`
 	ModelWait    time.Duration `json:"modelWaitNs,omitempty"`
+	// LeftOut are the paths of the working tree the platform did not commit, each with why:
+	// "sub/ (a git repository inside your site)".
+	LeftOut []string `json:"leftOut,omitempty"`
 	// Check is what the check turn did (project.Project.CheckTurn); nil when none was due.
 	Check *Check `json:"check,omitempty"`
 }

@@ -80,12 +80,13 @@ func (r *run) agentVars() []string {
 
 // stageWork stages what the agent changed: everything after the first turn; after a repair
 // turn, only the paths whose content changed during it (the build's own writes stay out).
-// The build output directory and node_modules are never staged.
+// The build output directory and node_modules are never staged, nor what Stage leaves out
+// (nested repositories, gitfiles...), which the result names.
 func (r *run) stageWork(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	exclude := r.excluded()
 	if r.beforeTurn == nil {
-		return r.ws.Stage(ctx, nil, exclude)
+		return r.stageLeavingOut(ctx, nil, exclude)
 	}
 	after, err := r.snapshot(ctx)
 	if err != nil {
@@ -106,7 +107,7 @@ func (r *run) stageWork(ctx context.Context) error {
 		return nil
 	}
 	slices.Sort(changed)
-	return r.ws.Stage(ctx, changed, exclude)
+	return r.stageLeavingOut(ctx, changed, exclude)
 }
 
 func (r *run) excluded() []string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,7 @@ type run struct {
 	warm         *shots.Warm // the browser for the pictures, started before the build
 	pictures     string      // the check turn's pictures, readable by the agent (see check.go)
 	check        *broker.Check
+	leftOut      []workspace.LeftOut // what staging left out, each path once
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
@@ -186,7 +188,7 @@ func (r *run) resend(ctx context.Context, sha string) (worker.Outcome, error) {
 func (r *run) noChanges() worker.Outcome {
 	out := r.outcome("")
 	out.Report.NoChanges = true
-	out.Summary = strings.TrimSpace(r.agentRes.Summary + "\n\nNo files changed, so nothing was committed.")
+	out.Summary = strings.TrimSpace(out.Summary + "\n\nNo files changed, so nothing was committed.")
 	return out
 }
 
@@ -249,7 +251,8 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 func (r *run) outcome(sha string) worker.Outcome {
 	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
-		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check}
+		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check,
+		LeftOut: leftOutNotes(r.leftOut)}
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat
@@ -265,7 +268,30 @@ func (r *run) outcome(sha string) worker.Outcome {
 	if c := r.check; c != nil && c.Changed {
 		summary = strings.TrimSpace(summary + "\n\n" + checkedLine(c.Summary))
 	}
+	if len(rep.LeftOut) > 0 {
+		summary = strings.TrimSpace(summary + "\n\nLeft out of the commit: " + strings.Join(rep.LeftOut, "; ") + ".")
+	}
 	return worker.Outcome{Summary: summary, OutputTail: r.agentRes.OutputTail, Report: rep}
+}
+
+// stageLeavingOut stages paths (all changes when none) but exclude, and keeps what staging
+// left out for the result.
+func (r *run) stageLeavingOut(ctx context.Context, paths, exclude []string) error {
+	left, err := r.ws.Stage(ctx, paths, exclude)
+	for _, l := range left {
+		if !slices.ContainsFunc(r.leftOut, func(o workspace.LeftOut) bool { return o.Path == l.Path }) {
+			r.leftOut = append(r.leftOut, l)
+		}
+	}
+	return err
+}
+
+func leftOutNotes(left []workspace.LeftOut) []string {
+	var notes []string
+	for _, l := range left {
+		notes = append(notes, l.String())
+	}
+	return notes
 }
 
 // fileChanges converts the workspace's changes to the report's.

@@ -74,10 +74,14 @@ func (w *Workspace) clone(ctx context.Context) error {
 	return nil
 }
 
-// Checkout puts branch's head in the working tree, discarding any half-edited state: the
+// Checkout puts branch's head in the working tree, discarding any half-edited state (and
+// any repository a job nested in it, see dropNestedRepos): the
 // local branch when it contains the remote's (it may hold a commit not yet pushed), else the
 // remote branch, else a new branch from the default branch.
 func (w *Workspace) Checkout(ctx context.Context, branch, defaultBranch string) error {
+	if err := w.dropNestedRepos(ctx); err != nil {
+		return err
+	}
 	if _, err := w.git(ctx, "reset", "--hard", "--quiet"); err != nil {
 		return err
 	}
@@ -121,26 +125,6 @@ func (w *Workspace) exists(ctx context.Context, ref string) bool {
 func (w *Workspace) Head(ctx context.Context) (string, error) {
 	out, err := w.git(ctx, "rev-parse", "HEAD")
 	return strings.TrimSpace(out), err
-}
-
-// Stage adds the working tree's changes under paths (all of it when none) to the index,
-// never anything under exclude (repository-relative directories such as the build output)
-// nor any node_modules, whatever .gitignore says. The platform stages right after the agent,
-// so what the build writes later is never committed.
-func (w *Workspace) Stage(ctx context.Context, paths, exclude []string) error {
-	args := []string{"add", "-A", "--"}
-	if len(paths) == 0 {
-		args = append(args, ".")
-	}
-	args = append(args, paths...)
-	for _, e := range exclude {
-		if e = strings.Trim(filepath.ToSlash(filepath.Clean(e)), "/"); e != "" && e != "." {
-			args = append(args, ":(exclude,literal)"+e)
-		}
-	}
-	args = append(args, ":(exclude,glob)**/node_modules/**", ":(exclude,glob)**/node_modules")
-	_, err := w.git(ctx, args...)
-	return err
 }
 
 // Staged reports whether the index differs from HEAD.
@@ -215,25 +199,33 @@ func (w *Workspace) Push(ctx context.Context, branch string) error {
 }
 
 // Files lists the files of the working tree git would commit (tracked and untracked, not
-// ignored), for deploying a site that is the repository itself.
+// ignored), for deploying a site that is the repository itself; never a repository nested in
+// it (see Stage), whose inside git is not asked about.
 func (w *Workspace) Files(ctx context.Context) ([]string, error) {
-	out, err := w.git(ctx, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	nested, err := nestedRepos(ctx, w.Dir, nil)
 	if err != nil {
 		return nil, err
 	}
-	var files []string
-	for _, f := range strings.Split(out, "\x00") {
-		if f != "" {
-			files = append(files, f)
-		}
+	args := []string{"ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."}
+	for _, d := range nested {
+		args = append(args, ":(exclude,literal)"+d)
 	}
-	return files, nil
+	out, err := w.git(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(splitZ(out), func(f string) bool { return strings.HasSuffix(f, "/") }), nil
 }
 
 func (w *Workspace) git(ctx context.Context, args ...string) (string, error) {
+	return w.gitInput(ctx, nil, args...)
+}
+
+// gitInput runs git in the working tree with stdin (nil: none).
+func (w *Workspace) gitInput(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
 	cmd := w.command(ctx, w.Dir, args...)
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
 	err := cmd.Run()
 	if w.Log != nil && errb.Len() > 0 {
 		_, _ = w.Log.Write(errb.Bytes())
@@ -314,15 +306,25 @@ func AskpassEnv(dir string) ([]string, error) {
 	return []string{"GIT_ASKPASS=" + path}, nil
 }
 
-// Status lists the paths that differ from HEAD (tracked changes and untracked files).
+// Status lists the paths that differ from HEAD (tracked changes and untracked files, a move
+// as its two paths). It leaves out repositories nested in the working tree (see Stage) and
+// never looks inside them.
 func (w *Workspace) Status(ctx context.Context) ([]string, error) {
-	out, err := w.git(ctx, "status", "--porcelain", "-z", "--untracked-files=all")
+	nested, err := nestedRepos(ctx, w.Dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all", "--", "."}
+	for _, d := range nested {
+		args = append(args, ":(exclude,literal)"+d)
+	}
+	out, err := w.git(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
 	var paths []string
 	for _, entry := range strings.Split(out, "\x00") {
-		if len(entry) > 3 {
+		if len(entry) > 3 && !strings.HasSuffix(entry, "/") {
 			paths = append(paths, entry[3:])
 		}
 	}

@@ -59,7 +59,7 @@ func TestThreadBranchCommitPushAndRetryFromHead(t *testing.T) {
 	}
 	base, _ := ws.Head(ctx)
 	write(t, filepath.Join(ws.Dir, "index.html"), "<h1>green</h1>")
-	if err := ws.Stage(ctx, nil, nil); err != nil {
+	if _, err := ws.Stage(ctx, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	sha, ok, err := ws.Commit(ctx, "make it green", workspace.Author{Name: "alice", Email: "alice@example.com"},
@@ -98,7 +98,7 @@ func TestThreadBranchCommitPushAndRetryFromHead(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws.Dir, "stray.txt")); !os.IsNotExist(err) {
 		t.Fatal("stray file survived the retry checkout")
 	}
-	if err := ws.Stage(ctx, nil, nil); err != nil {
+	if _, err := ws.Stage(ctx, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := ws.Commit(ctx, "nothing", workspace.Author{Name: "a", Email: "a@b"}, nil); ok {
@@ -114,7 +114,7 @@ func TestFreshWorkspaceTracksRemoteThreadBranch(t *testing.T) {
 	_ = first.Sync(ctx)
 	_ = first.Checkout(ctx, "thread-x", "main")
 	write(t, filepath.Join(first.Dir, "new.txt"), "from the first worker")
-	_ = first.Stage(ctx, nil, nil)
+	_, _ = first.Stage(ctx, nil, nil)
 	sha, _, _ := first.Commit(ctx, "add", workspace.Author{Name: "a", Email: "a@b"}, nil)
 	if err := first.Push(ctx, "thread-x"); err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestStageLeavesBuildOutputAndNodeModulesOut(t *testing.T) {
 	for _, f := range []string{"src/page.html", "dist/env.txt", "node_modules/x/index.js", "sub/node_modules/y.js"} {
 		write(t, filepath.Join(ws.Dir, f), "content of "+f)
 	}
-	if err := ws.Stage(ctx, nil, []string{"dist"}); err != nil {
+	if _, err := ws.Stage(ctx, nil, []string{"dist"}); err != nil {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(ws.Dir, "written-by-build.txt"), "after staging")
@@ -231,7 +231,7 @@ func TestPlatformGitRunsNoHooksOrFsmonitor(t *testing.T) {
 	if _, err := ws.Status(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := ws.Stage(ctx, nil, nil); err != nil {
+	if _, err := ws.Stage(ctx, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := ws.Commit(ctx, "edit", workspace.Author{Name: "a", Email: "a@b"}, nil); err != nil {
