@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,4 +243,44 @@ func swap(dir, a, b string) {
 	_ = os.Rename(filepath.Join(dir, a), tmp)
 	_ = os.Rename(filepath.Join(dir, b), filepath.Join(dir, a))
 	_ = os.Rename(tmp, filepath.Join(dir, b))
+}
+
+// TestDirsHoldingReadsListingsOnly: the walk names the directories holding a .git of any type,
+// outermost first, does not go through a link or into a skipped directory, and RemoveAll takes
+// a .git away without following a symlinked parent.
+func TestDirsHoldingReadsListingsOnly(t *testing.T) {
+	t.Parallel()
+	dir, outside := t.TempDir(), t.TempDir()
+	for _, d := range []string{".git", "a/.git", "a/inner/.git", "b/c", "node_modules/x/.git", filepath.Join(outside, ".git")} {
+		if err := os.MkdirAll(filepath.Join(map[bool]string{true: "", false: dir}[filepath.IsAbs(d)], d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b/c/.git"), []byte("gitdir: /elsewhere/.git\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := hostile.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	got, err := tr.DirsHolding(context.Background(), ".git", func(d string) bool { return path.Base(d) == "node_modules" }, 1000)
+	if err != nil || !slices.Equal(got, []string{"a", "b/c"}) {
+		t.Fatalf("DirsHolding = %v, %v; want [a b/c]", got, err)
+	}
+	if err := tr.RemoveAll("l/.git"); !errors.Is(err, hostile.ErrSymlink) {
+		t.Errorf("RemoveAll through a link: %v, want ErrSymlink", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, ".git")); err != nil {
+		t.Errorf("the link's target lost its .git: %v", err)
+	}
+	if err := tr.RemoveAll("a/.git"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "a/.git")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a/.git still there: %v", err)
+	}
 }

@@ -2,9 +2,7 @@ package workspace
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/webordinary/webordinary/internal/hostile"
 )
 
 // LeftOut is a path of the working tree that Stage did not stage, and why.
@@ -340,62 +340,16 @@ func (w *Workspace) addHalving(ctx context.Context, paths []string, budget *int)
 const maxWalk = 500_000
 
 // nestedRepos lists the directories below the top of the working tree at dir that hold an
-// entry named .git (a repository, a gitfile, a link: any type), outermost first. It reads
-// directories only, beneath dir (os.Root), never follows a symbolic link, never opens a
-// .git entry, and skips the directories skip (nil: none) says to.
-//
-// TODO(merge): this is a small Lstat-only walk of a hostile tree; it belongs in
-// internal/hostile.
+// entry named .git (a repository, a gitfile, a link: any type), outermost first, reading
+// directory listings only (hostile.Tree.DirsHolding), skipping the directories skip (nil:
+// none) says to.
 func nestedRepos(ctx context.Context, dir string, skip func(dir string) bool) ([]string, error) {
-	root, err := os.OpenRoot(dir)
+	t, err := hostile.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: open the working tree: %w", err)
 	}
-	defer root.Close()
-	var found []string
-	queue, budget := []string{"."}, maxWalk
-	for len(queue) > 0 && budget > 0 {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		d := queue[0]
-		queue = queue[1:]
-		entries := readDir(root, d, &budget)
-		if d != "." && slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == ".git" }) {
-			found = append(found, d)
-			continue
-		}
-		for _, e := range entries {
-			sub := path.Join(d, e.Name())
-			if e.IsDir() && sub != ".git" && (skip == nil || !skip(sub)) {
-				queue = append(queue, sub)
-			}
-		}
-	}
-	return found, nil
-}
-
-// readDir reads up to *budget entries of d (an unreadable directory has none), counting
-// them against *budget.
-func readDir(root *os.Root, d string, budget *int) []fs.DirEntry {
-	f, err := root.Open(d)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var all []fs.DirEntry
-	for *budget > 0 {
-		entries, err := f.ReadDir(min(*budget, 1024))
-		all = append(all, entries...)
-		*budget -= len(entries)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return all
-			}
-			break
-		}
-	}
-	return all
+	defer t.Close()
+	return t.DirsHolding(ctx, ".git", skip, maxWalk)
 }
 
 // dropNestedRepos removes the .git entry (a repository, a gitfile, a link: never followed) of
@@ -407,13 +361,13 @@ func (w *Workspace) dropNestedRepos(ctx context.Context) error {
 	if err != nil || len(nested) == 0 {
 		return err
 	}
-	root, err := os.OpenRoot(w.Dir)
+	t, err := hostile.Open(w.Dir)
 	if err != nil {
 		return fmt.Errorf("workspace: open the working tree: %w", err)
 	}
-	defer root.Close()
+	defer t.Close()
 	for _, d := range nested {
-		if err := root.RemoveAll(path.Join(d, ".git")); err != nil {
+		if err := t.RemoveAll(path.Join(d, ".git")); err != nil {
 			return fmt.Errorf("workspace: remove the repository a job left in %s: %w", d, err)
 		}
 	}
