@@ -22,6 +22,9 @@ type Spec struct {
 	ReadOnly []string
 	// NoNetwork gives the process an empty network namespace (loopback only, nothing listening).
 	NoNetwork bool
+	// Egress, when set (and NoNetwork is not), gives the process a network namespace whose
+	// only way out is the platform's egress proxy (see Egress).
+	Egress *Egress
 }
 
 // Jail applies a Spec to commands. A nil *Jail, or one from an inactive Sandbox, leaves
@@ -63,13 +66,12 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	if j.spec.NoNetwork {
 		args = append(args, "--unshare-net")
 	}
+	args = append(args, j.egressArgs()...)
 	if cmd.Dir != "" {
 		args = append(args, "--chdir", cmd.Dir)
 	}
-	args = append(args, "--", prog)
-	if len(cmd.Args) > 1 {
-		args = append(args, cmd.Args[1:]...)
-	}
+	args = append(args, "--")
+	args = append(args, j.egressProgram(prog, cmd.Args[min(1, len(cmd.Args)):])...)
 	cmd.Path, cmd.Args, cmd.Dir = j.s.bwrap, append([]string{j.s.bwrap}, args...), "/"
 	if cred := j.s.credential(); cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
