@@ -56,6 +56,16 @@ type Report struct {
 	ModelWait    time.Duration `json:"modelWaitNs,omitempty"`
 	// Check is what the check turn did (project.Project.CheckTurn); nil when none was due.
 	Check *Check `json:"check,omitempty"`
+	// EgressDenied are the destinations the job's processes (agent, install, build) tried to
+	// reach and the egress proxy refused, most frequent first.
+	EgressDenied []EgressDenial `json:"egressDenied,omitempty"`
+}
+
+// EgressDenial is a destination a job was refused, and how often.
+type EgressDenial struct {
+	Target string `json:"target"`
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
 }
 
 // Check is the check turn's account: the agent looked at the pictures of its change.

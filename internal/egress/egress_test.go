@@ -21,7 +21,6 @@ import (
 
 func TestMain(m *testing.M) {
 	reaper.Main()
-	sandbox.BridgeMain()
 	os.Exit(m.Run())
 }
 
@@ -226,5 +225,47 @@ func TestModelKeyStaysOutsideTheJob(t *testing.T) {
 	}
 	if out, code := e.run(t, next, "curl -sS -f -d '{}' "+base+"/v1/messages"); code == 0 {
 		t.Errorf("no token works: %s", out)
+	}
+}
+
+// TestInterruptReachesTheJobBehindTheBridge: the bridge stands between bwrap and the job's
+// program; an interrupt must still reach the program, and the proxy must still serve it while
+// it winds down.
+func TestInterruptReachesTheJobBehindTheBridge(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "saved")
+	}))
+	t.Cleanup(srv.Close)
+	target := srv.Listener.Addr().String()
+	s := e.open(t, egress.Policy{Allow: []string{target}, Private: []string{target}})
+	cmd := exec.Command("/bin/bash", "-c", "unset NO_PROXY no_proxy; trap 'curl -sS http://"+target+"/; echo; echo got-int; exit 3' INT; echo ready; sleep 100 & wait")
+	cmd.Dir, cmd.Env = e.dir, append([]string{"PATH=/usr/bin:/bin"}, s.Env()...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stdout, cmd.Stderr = w, w
+	p, err := e.sb.Jail(sandbox.Spec{Writable: []string{e.dir}, Egress: &sandbox.Egress{Socket: s.Socket, Port: e.proxy.Port()}}).Start(cmd)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make([]byte, len("ready\n"))
+	if _, err := io.ReadFull(r, ready); err != nil || string(ready) != "ready\n" {
+		t.Fatalf("job did not start: %q %v", ready, err)
+	}
+	if err := p.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	code, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 3 || string(rest) != "saved\ngot-int\n" {
+		t.Errorf("exit %d, output %q: want the job's trap to run, reach the network and exit 3", code, rest)
 	}
 }

@@ -12,7 +12,8 @@ import (
 // Policy is what one job may reach.
 type Policy struct {
 	// Allow are the hosts a job may reach: "host" (ports 80 and 443), "host:port", or
-	// "*.domain" (any subdomain of domain, ports 80 and 443). Empty: none.
+	// "*.domain" (any subdomain of domain, ports 80 and 443), or "*" (any host, ports 80 and
+	// 443; non-public addresses stay refused). Empty: none.
 	Allow []string
 	// Private are "host:port" destinations allowed even where they resolve to a loopback,
 	// private or link-local address (an operator's internal registry, tests). Each must also
@@ -47,7 +48,7 @@ func (p Policy) allows(host, port string) bool {
 		if ap == "" && port != "80" && port != "443" || ap != "" && ap != port {
 			continue
 		}
-		if ah == host || strings.HasPrefix(ah, "*.") && strings.HasSuffix(host, ah[1:]) {
+		if ah == "*" || ah == host || strings.HasPrefix(ah, "*.") && strings.HasSuffix(host, ah[1:]) {
 			return true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
@@ -47,6 +48,7 @@ type run struct {
 	warm         *shots.Warm // the browser for the pictures, started before the build
 	pictures     string      // the check turn's pictures, readable by the agent (see check.go)
 	check        *broker.Check
+	egress       *egress.Session // the job's way out (see egress.go); nil: none
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
@@ -248,7 +250,8 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 func (r *run) outcome(sha string) worker.Outcome {
 	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
-		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check}
+		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check,
+		EgressDenied: r.egressDenied()}
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat

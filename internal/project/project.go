@@ -60,6 +60,10 @@ type Project struct {
 	Env []string `json:"env,omitempty"`
 	// BuildOffline runs the site's build command without network (the install keeps it).
 	BuildOffline bool `json:"buildOffline,omitempty"`
+	// EgressAllow are hosts this project's jobs may reach through the egress proxy besides
+	// the defaults (npm registry, the remote's git host, the model APIs): "host" (ports 80
+	// and 443), "host:port" or "*.domain".
+	EgressAllow []string `json:"egressAllow,omitempty"`
 	// Acknowledge sends a "received" reply with the job's link when an email is accepted.
 	Acknowledge bool      `json:"acknowledge,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`

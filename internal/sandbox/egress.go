@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -27,7 +28,7 @@ type Egress struct {
 // jailSocket is where the proxy's socket appears inside the jail.
 const jailSocket = "/run/webordinary-egress.sock"
 
-// bridgeArg marks webordinary's own binary run as the egress bridge (see BridgeMain).
+// bridgeArg marks webordinary's own binary run as the egress bridge (see init).
 const bridgeArg = "__webordinary-egress-bridge"
 
 // egressArgs are the bwrap arguments of a job behind the egress proxy.
@@ -58,11 +59,11 @@ func (j *Jail) egressProgram(prog string, args []string) []string {
 	return append([]string{self, bridgeArg, jailSocket, strconv.Itoa(e.Port), prog}, args...)
 }
 
-// BridgeMain runs the egress bridge when the process was started as one, and never returns
-// then; otherwise it returns at once. Binaries whose jobs may run behind the egress proxy
-// (webordinary, and test binaries that run such jobs) call it first thing in main, next to
-// reaper.Main.
-func BridgeMain() {
+// init runs the egress bridge when the process was started as one (and never returns then):
+// every binary that can start a job behind the proxy links this package and so can be its
+// bridge, test binaries included, without a call in main that a binary could forget (a
+// forgotten call would run the binary's own main inside the jail).
+func init() {
 	if len(os.Args) < 5 || os.Args[1] != bridgeArg {
 		return
 	}
@@ -130,4 +131,20 @@ func relay(c net.Conn, socket string) {
 	_, _ = io.Copy(c, u)
 	_ = c.(*net.TCPConn).CloseWrite()
 	<-done
+}
+
+// CheckNetwork runs /bin/true in a jail with a network namespace of its own, as a job behind
+// the egress proxy runs; the error says why jobs cannot have one.
+func (s *Sandbox) CheckNetwork() error {
+	if !s.Active() {
+		return errors.New("jobs run unsandboxed")
+	}
+	cmd := exec.Command("/bin/true")
+	if err := s.Jail(Spec{NoNetwork: true}).Wrap(cmd); err != nil {
+		return err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("bwrap cannot give a job a network namespace of its own: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
