@@ -31,7 +31,7 @@ type env struct {
 	dir   string
 }
 
-func setup(t *testing.T) env {
+func setup(t testing.TB) env {
 	t.Helper()
 	if out, err := exec.Command("bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
 		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s), the job network is not tested", err, out)
@@ -267,5 +267,25 @@ func TestInterruptReachesTheJobBehindTheBridge(t *testing.T) {
 	}
 	if code != 3 || string(rest) != "saved\ngot-int\n" {
 		t.Errorf("exit %d, output %q: want the job's trap to run, reach the network and exit 3", code, rest)
+	}
+}
+
+// TestAllowedNameOnLoopbackIsRefused: allowing a name does not allow what it resolves to when
+// that is the host's loopback (a name an attacker controls can point anywhere).
+func TestAllowedNameOnLoopbackIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	addr, hits := hostService(t)
+	_, port, _ := net.SplitHostPort(addr)
+	target := "localhost:" + port
+	s := e.open(t, egress.Policy{Allow: []string{target}})
+	if out, code := e.run(t, s, "curl -sS -f -p -x $HTTPS_PROXY telnet://"+target); code == 0 || strings.Contains(out, "secret") {
+		t.Errorf("reached the host's service (exit %d): %s", code, out)
+	}
+	if hits() != 0 {
+		t.Error("the host's service was reached")
+	}
+	if d := s.Denied(); len(d) != 1 || d[0].Target != target || d[0].Reason != "non-public address" {
+		t.Errorf("denials %+v: want %s as a non-public address", d, target)
 	}
 }
