@@ -133,7 +133,8 @@ func (a *App) newProcessor(ctx context.Context, b *broker.Backend, hub *live.Hub
 	case ProcessorPipeline:
 		return a.newPipeline(ctx, b, hub, previewPort)
 	case ProcessorCommand:
-		return command.New(command.Config{Command: w.AgentCommand, Root: w.Workspaces, Sandbox: a.sandbox, JobEnv: a.jobVars})
+		return command.New(command.Config{Command: w.AgentCommand, Root: w.Workspaces, Sandbox: a.sandbox, JobEnv: a.jobVars,
+			Egress: a.egress, EgressAllow: w.EgressAllow})
 	}
 	return worker.ProcessorFunc(func(context.Context, worker.Task) (worker.Outcome, error) {
 		return worker.Outcome{Summary: "noop"}, nil

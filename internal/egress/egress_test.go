@@ -200,8 +200,11 @@ func TestModelKeyStaysOutsideTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := e.open(t, egress.Policy{Models: []egress.Model{m}})
-	base := m.BaseURL(e.proxy.Port(), srv.URL)
-	agentEnv := []string{"ANTHROPIC_API_KEY=" + s.Token, "ANTHROPIC_BASE_URL=" + base}
+	base := s.BaseURL("anthropic")
+	agentEnv := s.AgentEnv()
+	if want := []string{"ANTHROPIC_BASE_URL=" + base, "ANTHROPIC_API_KEY=" + s.Token}; strings.Join(agentEnv, " ") != strings.Join(want, " ") {
+		t.Fatalf("agent env %q, want %q", agentEnv, want)
+	}
 	out, code := e.run(t, s, `env; curl -sS -f -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}' $ANTHROPIC_BASE_URL/v1/messages`, agentEnv...)
 	if code != 0 || !strings.Contains(out, `"text":"hi"`) {
 		t.Fatalf("the agent's request failed (exit %d): %s", code, out)

@@ -22,6 +22,9 @@ type Model struct {
 	// Key is the real credential. Empty: the job's own credential passes through (a
 	// subscription login); the route still hides the endpoint's address from the policy.
 	Key string
+	// Path is the real base URL's path ("/v1" for OpenAI's), kept in the job's base URL so
+	// that paths map one to one.
+	Path string
 }
 
 // AnthropicModel is the Anthropic Messages API at base (default https://api.anthropic.com)
@@ -43,19 +46,41 @@ func model(name, base, def, header, key string) (Model, error) {
 	if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
 		return Model{}, &url.Error{Op: "egress model base", URL: base, Err: err}
 	}
-	return Model{Name: name, Upstream: &url.URL{Scheme: u.Scheme, Host: u.Host}, Header: header, Key: key}, nil
+	return Model{Name: name, Upstream: &url.URL{Scheme: u.Scheme, Host: u.Host}, Header: header, Key: key,
+		Path: strings.TrimSuffix(u.Path, "/")}, nil
 }
 
-// BaseURL is what a job's agent uses in place of base (its real base URL, default the
-// vendor's): the same path on the proxy's route, on 127.0.0.1:port inside the jail.
-func (m Model) BaseURL(port int, base string) string {
-	path := ""
-	if u, err := url.Parse(base); err == nil && base != "" {
-		path = strings.TrimSuffix(u.Path, "/")
-	} else if m.Name == "openai" {
-		path = "/v1"
+// BaseURL is what the job's agent uses in place of the named route's real base URL: the same
+// path under the route, on the proxy's address inside the jail. "" when the session has no
+// such route.
+func (s *Session) BaseURL(name string) string {
+	m, ok := s.route(name)
+	if !ok {
+		return ""
 	}
-	return "http://127.0.0.1:" + strconv.Itoa(port) + "/" + m.Name + path
+	return "http://127.0.0.1:" + strconv.Itoa(s.p.cfg.Port) + "/" + m.Name + m.Path
+}
+
+// agentVars are the variables an agent reads each route's base URL and key from.
+var agentVars = map[string][2]string{"anthropic": {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"},
+	"openai": {"OPENAI_BASE_URL", "OPENAI_API_KEY"}}
+
+// AgentEnv points an agent at the session's model routes: each route's base URL variable
+// (ANTHROPIC_BASE_URL, OPENAI_BASE_URL) and, where the platform holds the key, the key
+// variable set to the session's token. Append it after the platform's variables so it wins.
+func (s *Session) AgentEnv() []string {
+	var env []string
+	for _, m := range s.policy.Models {
+		v, ok := agentVars[m.Name]
+		if !ok || m.Upstream == nil {
+			continue
+		}
+		env = append(env, v[0]+"="+s.BaseURL(m.Name))
+		if m.Key != "" {
+			env = append(env, v[1]+"="+s.Token)
+		}
+	}
+	return env
 }
 
 // model serves a model route: the job's token is swapped for the real key.

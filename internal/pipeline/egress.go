@@ -91,11 +91,8 @@ func (r *run) models() []egress.Model {
 	return out
 }
 
-// apis are the model APIs the proxy serves, by route name, and the variable each base URL
-// goes in.
+// apis are the model APIs the proxy serves, by route name.
 var apis = []string{"anthropic", "openai"}
-
-var baseURLVar = map[string]string{"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 
 // realBase is where the proxy sends the agent's requests for api: the configured base URL when
 // the agent speaks api (a command agent: both, a gateway), else the vendor's.
@@ -144,10 +141,10 @@ func vendorBase(spec agent.Spec, api string) string {
 	return "https://api.anthropic.com"
 }
 
-// behindEgress points the agent at the proxy's model routes (its spec's BaseURL and the
-// ANTHROPIC_BASE_URL and OPENAI_BASE_URL variables) and gives it the job's token instead of
-// the platform's keys; env are the request's variables, to which it adds the proxy's. Without
-// a session, spec and env are returned as they are. Claude on Bedrock keeps its AWS chain.
+// behindEgress points the agent at the proxy's model routes (Session.AgentEnv, and its spec's
+// BaseURL at the route of the API it speaks) with the job's token instead of the platform's
+// keys; env are the request's variables, to which it adds the proxy's. Without a session,
+// spec and env are returned as they are. Claude on Bedrock keeps its AWS chain.
 func (r *run) behindEgress(spec agent.Spec, env []string) (agent.Spec, []string) {
 	s := r.egress
 	if s == nil {
@@ -155,29 +152,13 @@ func (r *run) behindEgress(spec agent.Spec, env []string) (agent.Spec, []string)
 	}
 	env = append(env, s.Env()...)
 	env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
-	for _, key := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY"} {
-		if os.Getenv(key) != "" {
-			env = append(env, key+"="+s.Token)
-		}
-	}
+	env = append(env, s.AgentEnv()...)
 	if spec.Kind == agent.KindClaude && bedrock() {
 		return spec, env
 	}
-	primary := cmp.Or(provider(spec), "anthropic")
-	base := spec.BaseURL
-	for _, api := range apis {
-		real := realBase(spec, api)
-		m, err := modelOf(api, real)
-		if err != nil {
-			continue
-		}
-		u := m.BaseURL(r.p.cfg.Egress.Port(), real)
-		env = append(env, baseURLVar[api]+"="+u)
-		if api == primary {
-			base = u
-		}
+	if u := s.BaseURL(cmp.Or(provider(spec), "anthropic")); u != "" {
+		spec.BaseURL = u
 	}
-	spec.BaseURL = base
 	return spec, env
 }
 
