@@ -62,7 +62,7 @@ func TestCommandNetworkIsItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := egress.New(egress.Config{Dir: filepath.Join(root, "egress")})
+	proxy, err := egress.New(egress.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func BenchmarkRequest(b *testing.B) {
 
 // TestSessionMemory logs the heap an open, idle session holds (run with -v).
 func TestSessionMemory(t *testing.T) {
-	p, err := egress.New(egress.Config{Dir: t.TempDir()})
+	p, err := egress.New(egress.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func setup(t testing.TB) env {
 	if err := sb.MkdirOwned(dir); err != nil {
 		t.Fatal(err)
 	}
-	p, err := egress.New(egress.Config{Dir: filepath.Join(root, "egress")})
+	p, err := egress.New(egress.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,9 @@ const DefaultPort = 3128
 
 // Config configures the proxy.
 type Config struct {
-	// Dir holds the jobs' sockets; default a fresh directory under os.TempDir(). It must be
-	// reachable by the job's user (the sandbox binds the socket from there).
+	// Dir holds the jobs' sockets; default a fresh directory under /tmp, removed by Close. It
+	// must be reachable by the job's user (bwrap binds the socket from there as that user)
+	// and short (a UNIX socket path has 107 bytes).
 	Dir string
 	// Port is the proxy's port inside jails; default DefaultPort.
 	Port int
@@ -53,11 +54,14 @@ func New(cfg Config) (*Proxy, error) {
 		p.cfg.DialTimeout = 30 * time.Second
 	}
 	if p.cfg.Dir == "" {
-		d, err := os.MkdirTemp("", "webordinary-egress-")
+		d, err := socketDir()
 		if err != nil {
 			return nil, fmt.Errorf("egress: %w", err)
 		}
 		p.cfg.Dir, p.dir = d, d
+	}
+	if len(p.cfg.Dir)+len("/0123456789abcdef.sock") > maxSocketPath {
+		return nil, fmt.Errorf("egress: socket directory %s is too long for a UNIX socket path (%d bytes at most): choose a shorter one", p.cfg.Dir, maxSocketPath)
 	}
 	if err := os.MkdirAll(p.cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("egress: %w", err)
@@ -67,6 +71,15 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
 	return p, nil
+}
+
+// maxSocketPath is the longest UNIX socket path Linux takes (sun_path less its NUL).
+const maxSocketPath = 107
+
+// socketDir makes the proxy's directory under /tmp — not $TMPDIR, which may be long (a socket
+// path has 107 bytes) or closed to the job's user, who must reach the socket.
+func socketDir() (string, error) {
+	return os.MkdirTemp("/tmp", "wo-egress-")
 }
 
 // Port is where jobs reach the proxy inside their jails.
@@ -106,7 +119,7 @@ func (p *Proxy) Open(policy Policy) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress: token: %w", err)
 	}
-	sock := filepath.Join(p.cfg.Dir, tok[:16]+".sock")
+	sock := filepath.Join(p.cfg.Dir, tok[len(tok)-16:]+".sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		return nil, fmt.Errorf("egress: listen: %w", err)

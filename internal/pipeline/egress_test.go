@@ -46,7 +46,7 @@ func TestJobNetworkIsItsOwn(t *testing.T) {
 		p.Agent = project.AgentSpec{Kind: "command", Command: script}
 	}, func(c *pipelineConfig) {
 		sb = jobSandbox(t, c)
-		proxy, err := egress.New(egress.Config{Dir: filepath.Join(filepath.Dir(c.Workspaces), "egress")})
+		proxy, err := egress.New(egress.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
