@@ -104,10 +104,16 @@ type Denial struct {
 
 type denialKey struct{ target, reason string }
 
+// maxTarget bounds a refused target's length (a job chooses it).
+const maxTarget = 200
+
 // maxDenials bounds the distinct refusals kept per session; more are counted under "…".
 const maxDenials = 50
 
 func (s *Session) deny(target, reason string) {
+	if len(target) > maxTarget {
+		target = target[:maxTarget] + "…"
+	}
 	s.p.cfg.Log.Info("egress refused", "target", target, "reason", reason)
 	s.mu.Lock()
 	defer s.mu.Unlock()
