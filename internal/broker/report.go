@@ -59,6 +59,10 @@ type Report struct {
 	// EgressDenied are the destinations the job's processes (agent, install, build) tried to
 	// reach and the egress proxy refused, most frequent first.
 	EgressDenied []EgressDenial `json:"egressDenied,omitempty"`
+	// ModelTokensIn and ModelTokensOut are the model tokens the job's agent used, as the model
+	// API reported them to the egress proxy (zero when it did not go through the proxy).
+	ModelTokensIn  int64 `json:"modelTokensIn,omitempty"`
+	ModelTokensOut int64 `json:"modelTokensOut,omitempty"`
 }
 
 // EgressDenial is a destination a job was refused, and how often.

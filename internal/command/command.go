@@ -84,7 +84,8 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 		Jail: p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}, Egress: p.egressSpec(sess)})}
 	res, err := agent.Run(ctx, spec, req)
 	out := worker.Outcome{Summary: res.Summary, ExitCode: res.ExitCode, OutputTail: res.OutputTail,
-		Report: broker.Report{DurationMs: res.Duration.Milliseconds(), EgressDenied: denials(sess)}}
+		Report: broker.Report{DurationMs: res.Duration.Milliseconds(), EgressDenied: denials(sess),
+			ModelTokensIn: sess.Usage().InputTokens, ModelTokensOut: sess.Usage().OutputTokens}}
 	switch {
 	case err != nil:
 		return out, fmt.Errorf("command: %w", err)

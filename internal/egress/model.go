@@ -107,7 +107,7 @@ func (s *Session) model(w http.ResponseWriter, r *http.Request) {
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Set(m.Header, credential(m))
 		}
-	}, FlushInterval: -1}
+	}, FlushInterval: -1, ModifyResponse: s.countUsage}
 	rp.ServeHTTP(w, r)
 }
 

@@ -110,6 +110,7 @@ type Session struct {
 	mu     sync.Mutex
 	denied map[denialKey]int
 	conns  map[net.Conn]bool // open tunnels' connections
+	usage  Usage
 	closed bool
 }
 

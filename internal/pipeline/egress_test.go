@@ -68,11 +68,14 @@ func TestJobNetworkIsItsOwn(t *testing.T) {
 	if env := git(t, f.origin, "show", "thread-t1:env.txt"); strings.Contains(env, realKey) {
 		t.Errorf("the agent's environment has the real key:\n%s", env)
 	}
-	if body := git(t, f.origin, "show", "thread-t1:model.txt"); body != `{"type":"message"}` {
+	if body := git(t, f.origin, "show", "thread-t1:model.txt"); body != modelReply {
 		t.Errorf("the agent's model call got %q", body)
 	}
 	if got := keys(); len(got) != 1 || got[0] != realKey {
 		t.Errorf("the model server got keys %q, want the real key once", got)
+	}
+	if r := out.Report; r.ModelTokensIn != 12 || r.ModelTokensOut != 3 {
+		t.Errorf("report's model tokens %d in, %d out: want 12 and 3", r.ModelTokensIn, r.ModelTokensOut)
 	}
 	denied := 0
 	for _, d := range out.Report.EgressDenied {
@@ -127,6 +130,9 @@ func loopbackService(t *testing.T) (string, func() int) {
 	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
+// modelReply is the model API's answer, with its usage.
+const modelReply = `{"type":"message","usage":{"input_tokens":12,"output_tokens":3}}`
+
 // keyRecorder is a model API that records the API keys it gets.
 func keyRecorder(t *testing.T) (*httptest.Server, func() []string) {
 	t.Helper()
@@ -136,7 +142,8 @@ func keyRecorder(t *testing.T) (*httptest.Server, func() []string) {
 		mu.Lock()
 		keys = append(keys, r.Header.Get("x-api-key"))
 		mu.Unlock()
-		io.WriteString(w, `{"type":"message"}`)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, modelReply)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), keys...) }

@@ -252,6 +252,8 @@ func (r *run) outcome(sha string) worker.Outcome {
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
 		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check,
 		EgressDenied: r.egressDenied()}
+	u := r.egress.Usage()
+	rep.ModelTokensIn, rep.ModelTokensOut = u.InputTokens, u.OutputTokens
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat
