@@ -53,8 +53,19 @@ func (r *run) egressPolicy() egress.Policy {
 	if bedrock() {
 		allow = append(allow, "*.amazonaws.com") // Bedrock through the AWS chain: the exception
 	}
+	if spec := agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL); r.subscription(spec) {
+		allow = append(allow, hostOf(realBase(spec, "anthropic")))
+	}
 	allow = append(append(allow, r.p.cfg.EgressAllow...), r.proj.EgressAllow...)
 	return egress.Policy{Allow: allow, Models: r.models()}
+}
+
+// subscription reports whether a claude agent uses the shared subscription login
+// (Config.ClaudeLogin) rather than serve's API key: the exception to the model route. Its
+// token is in the agent's config (it is what Claude Code sends) and it reaches the model
+// endpoint through a CONNECT tunnel, allowed for that host.
+func (r *run) subscription(spec agent.Spec) bool {
+	return spec.Kind == agent.KindClaude && r.p.cfg.ClaudeLogin != "" && os.Getenv("ANTHROPIC_API_KEY") == ""
 }
 
 // buildVar is a variable the job's install sees (passed on purpose or from the allowlist).
@@ -84,6 +95,9 @@ func (r *run) models() []egress.Model {
 	spec := agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL)
 	var out []egress.Model
 	for _, api := range apis {
+		if api == "anthropic" && r.subscription(spec) {
+			continue
+		}
 		if m, err := modelOf(api, realBase(spec, api)); err == nil {
 			out = append(out, m)
 		}
