@@ -120,7 +120,13 @@ func (p *Proxy) Open(policy Policy) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress: token: %w", err)
 	}
-	sock := filepath.Join(p.cfg.Dir, tok[len(tok)-16:]+".sock")
+	// A name of its own, not part of the token: a job sees its socket's host path in
+	// /proc/self/mountinfo.
+	name := make([]byte, 8)
+	if _, err := rand.Read(name); err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	sock := filepath.Join(p.cfg.Dir, hex.EncodeToString(name)+".sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		return nil, fmt.Errorf("egress: listen: %w", err)
