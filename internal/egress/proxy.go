@@ -141,7 +141,7 @@ func (p *Proxy) Open(policy Policy) (*Session, error) {
 		ErrorLog: slog.NewLogLogger(p.cfg.Log.Handler(), slog.LevelDebug)}
 	go func() {
 		defer close(s.done)
-		_ = s.srv.Serve(ln)
+		_ = s.srv.Serve(limit(ln, maxConns))
 	}()
 	return s, nil
 }
@@ -246,4 +246,40 @@ func (s *Session) Env() []string {
 		"ALL_PROXY=" + u, "all_proxy=" + u,
 		"NO_PROXY=127.0.0.1,localhost,::1", "no_proxy=127.0.0.1,localhost,::1",
 		"npm_config_proxy=" + u, "npm_config_https_proxy=" + u, "NODE_USE_ENV_PROXY=1"}
+}
+
+// maxConns bounds a session's open connections from its job (each holds a descriptor of the
+// platform's, and a tunnel one more): a job cannot exhaust serve's.
+const maxConns = 256
+
+// limitListener accepts at most n connections at a time; Accept waits for one to close.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func limit(ln net.Listener, n int) net.Listener {
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
