@@ -151,7 +151,7 @@ var fieldFlags = map[string]string{
 	"Mail.SMTPAddr": "smtp", "Mail.Domains": "mail-domain", "Mail.Secret": "mail-secret", "Mail.DNSFixture": "mail-dns-fixture",
 	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
 	"Mail.HeldNoticeAfter": "mail-held-notice-after", "Worker.AgentBaseURL": "agent-base-url", "Worker.ClaudeLogin": "claude-login",
-	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
+	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env", "Worker.EgressAllow": "egress-allow",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 	"Worker.StateMaxBytes": "state-max-bytes", "Worker.PreviewCacheMaxBytes": "preview-cache-max-bytes",
 	"Worker.IdleExit":      "idle-exit",

@@ -85,7 +85,7 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.BoolVar(&p.Acknowledge, "acknowledge", false, "send an acknowledgement with the job's link when an email is accepted")
 	fs.Var((*listFlag)(&p.Env), "env", "variable this project's agent and build get: NAME (the worker's value) or NAME=VALUE (stored in the project record; repeatable; WO_* refused)")
 	fs.BoolVar(&p.BuildOffline, "build-offline", false, "run the build command without network (the install keeps it)")
-	fs.Var((*listFlag)(&p.EgressAllow), "egress-allow", "HOST, HOST:PORT or *.DOMAIN this project's jobs may reach besides the npm registry, the remote's git host and the model API (repeatable)")
+	fs.Var((*listFlag)(&p.EgressAllow), "egress-allow", "HOST, HOST:PORT, *.DOMAIN or * (any public host) this project's jobs may reach besides the npm registry, the remote's git host and the model API (repeatable)")
 }
 
 // projectPut is `project add` (a new project; --force replaces one) and `project update`

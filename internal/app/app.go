@@ -64,6 +64,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err := a.parseJobEnv(); err != nil {
 		return nil, err
 	}
+	if err := a.checkEgressAllow(); err != nil {
+		return nil, err
+	}
 	if cfg.Role == RoleServe {
 		if err := a.loadMailFiles(); err != nil {
 			return nil, err

@@ -59,6 +59,16 @@ func (a *App) openSandbox() error {
 	return nil
 }
 
+// checkEgressAllow checks Worker.EgressAllow (New: before anything binds).
+func (a *App) checkEgressAllow() error {
+	for _, e := range a.cfg.Worker.EgressAllow {
+		if err := egress.CheckAllow(e); err != nil {
+			return &FieldError{Field: "Worker.EgressAllow", Value: a.cfg.Worker.EgressAllow, Err: err}
+		}
+	}
+	return nil
+}
+
 // openEgress starts the egress proxy that is sandboxed jobs' only way out, once bwrap has
 // shown it can give a job a network namespace of its own. Where it cannot, mode required
 // refuses to start; otherwise jobs share the host's network and startup says so.

@@ -2,10 +2,12 @@ package egress
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -142,4 +144,28 @@ func (s *Session) Denied() []Denial {
 		return out[i].Target < out[j].Target
 	})
 	return out
+}
+
+// CheckAllow says what is wrong with an allowlist entry (Policy.Allow), in words a person
+// can act on.
+func CheckAllow(entry string) error {
+	host, port, err := net.SplitHostPort(entry)
+	if err != nil {
+		host, port = entry, ""
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("egress allow %q: %s; want HOST, HOST:PORT, *.DOMAIN or *", entry, why)
+	}
+	switch {
+	case host == "":
+		return bad("no host")
+	case strings.ContainsAny(host, "/@ \t") || strings.Contains(entry, "://"):
+		return bad("a host name, not a URL")
+	case strings.Contains(host[min(1, len(host)):], "*") || host != "*" && strings.HasPrefix(host, "*") && !strings.HasPrefix(host, "*."):
+		return bad(`"*" only as the whole entry or as "*.domain"`)
+	}
+	if n, err := strconv.Atoi(port); port != "" && (err != nil || n < 1 || n > 65535) {
+		return bad("port out of range")
+	}
+	return nil
 }

@@ -47,3 +47,16 @@ func TestAllows(t *testing.T) {
 		t.Error(`"*" should allow any host on ports 80 and 443 only`)
 	}
 }
+
+func TestCheckAllow(t *testing.T) {
+	t.Parallel()
+	for entry, ok := range map[string]bool{
+		"registry.npmjs.org": true, "git.example.com:8443": true, "*.cdn.example": true, "*": true, "10.0.0.5:4873": true,
+		"": false, "https://registry.npmjs.org": false, "registry.npmjs.org/": false, "a*.example": false,
+		"*example.com": false, "x.*.example": false, "host:0": false, "host:99999": false, "user@host": false,
+	} {
+		if err := CheckAllow(entry); (err == nil) != ok {
+			t.Errorf("CheckAllow(%q) = %v, want ok %v", entry, err, ok)
+		}
+	}
+}

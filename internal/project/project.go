@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
@@ -62,7 +63,7 @@ type Project struct {
 	BuildOffline bool `json:"buildOffline,omitempty"`
 	// EgressAllow are hosts this project's jobs may reach through the egress proxy besides
 	// the defaults (npm registry, the remote's git host, the model APIs): "host" (ports 80
-	// and 443), "host:port" or "*.domain".
+	// and 443), "host:port", "*.domain" or "*" (any public host).
 	EgressAllow []string `json:"egressAllow,omitempty"`
 	// Acknowledge sends a "received" reply with the job's link when an email is accepted.
 	Acknowledge bool      `json:"acknowledge,omitempty"`
@@ -142,6 +143,11 @@ func (p Project) Validate() error {
 	}
 	if _, err := jobenv.Parse(p.Env); err != nil {
 		return err
+	}
+	for _, a := range p.EgressAllow {
+		if err := egress.CheckAllow(a); err != nil {
+			return err
+		}
 	}
 	return p.validateSenders()
 }
