@@ -276,6 +276,7 @@ func printProject(p project.Project) {
 	line("mail auth", p.MailAuth)
 	line("senders", senderList(p.Senders))
 	line("env", strings.Join(p.Env, " "))
+	line("egress allow", strings.Join(p.EgressAllow, " "))
 }
 
 func senderList(s map[string]string) string {
