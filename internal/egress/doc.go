@@ -14,5 +14,8 @@
 //   - serves the model APIs under /anthropic/ and /openai/ in plain HTTP: the agent's base URL
 //     points there and its API key is the session's Token, which the proxy swaps for the
 //     platform's real credential before forwarding over HTTPS to the real endpoint. The real
-//     key never enters the jail, and the token is worthless once the session is closed.
+//     key never enters the jail, and the token is worthless once the session is closed. The
+//     tokens the model API reports in its responses are counted (Session.Usage).
+//
+// A session serves at most 256 connections at a time, and closing it cuts them all.
 package egress
