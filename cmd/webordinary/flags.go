@@ -112,6 +112,7 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.IntVar(&w.SandboxGID, "sandbox-gid", sandbox.DefaultGID, "when running as root: the gid jobs run as")
 	fs.Var((*listFlag)(&w.SandboxReadOnly), "sandbox-ro", "extra host path jobs see read-only, e.g. a toolchain outside /usr, /opt and PATH (repeatable)")
 	fs.StringVar(&w.JobLimits, "job-limits", "", "bound every sandboxed job: any of mem=2GiB (per process), procs=256, cpu=10m (per process; default: none beyond the timeouts), disk=2GiB (workspace+state+home, checked after each process), tmp=512MiB (/tmp); unset ones take these defaults, \"off\" lifts one; a project's own --job-limits win")
+	fs.Var((*listFlag)(&w.EgressAllow), "egress-allow", "HOST, HOST:PORT, *.DOMAIN or * (any public host) every sandboxed job may reach besides the npm registry, its remote's git host and the model APIs (repeatable)")
 	fs.StringVar(&w.Shots, "shots", "", "directory for the pictures of each job's change; each machine's own with --previews engine or S3 (they travel through the engine), else shared by workers and serve like --previews (default <data>/shots)")
 	fs.StringVar(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`)
 	fs.IntVar(&w.ShotPages, "shot-pages", shots.DefaultPages, "pages pictured per job, most relevant first")
@@ -151,7 +152,7 @@ var fieldFlags = map[string]string{
 	"Mail.SMTPAddr": "smtp", "Mail.Domains": "mail-domain", "Mail.Secret": "mail-secret", "Mail.DNSFixture": "mail-dns-fixture",
 	"Mail.TLSCert": "smtp-tls-cert", "Mail.TLSKey": "smtp-tls-key", "Mail.Relay": "smtp-relay", "Mail.LocalTesting": "mail-local-testing", "Mail.RelayTLS": "smtp-relay-tls",
 	"Mail.HeldNoticeAfter": "mail-held-notice-after", "Worker.AgentBaseURL": "agent-base-url", "Worker.ClaudeLogin": "claude-login",
-	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env",
+	"Worker.Count": "workers", "Worker.Processor": "processor", "Worker.Sandbox": "sandbox", "Worker.JobEnv": "job-env", "Worker.EgressAllow": "egress-allow",
 	"Worker.LeaseTTL": "lease-ttl", "Worker.Chromium": "chromium", "Worker.ShotPages": "shot-pages", "Worker.MaxAttempts": "max-attempts", "Worker.PreviewPort": "preview-port",
 	"Worker.StateMaxBytes": "state-max-bytes", "Worker.PreviewCacheMaxBytes": "preview-cache-max-bytes",
 	"Worker.IdleExit":      "idle-exit",

@@ -49,13 +49,19 @@ try engine-publish bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT; printf 'CONNE
 post() { exec 3<>/dev/tcp/127.0.0.1/$API_PORT; printf "POST $1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${#2}\r\nConnection: close\r\n\r\n$2" >&3; timeout 3 head -1 <&3 | grep -q ' 20[0-9] '; }
 try api-post-jobs post /api/jobs '{"project":"other","user":"bob","instruction":"rm -rf /"}'
 try api-post-projects post /api/projects '{"id":"evil","repoUrl":"/tmp/x","agent":{"kind":"command","command":"id > /tmp/pwned"}}'
+# The job's network is its own: the platform's loopback ports are not there, and the egress
+# proxy (127.0.0.1:3128 inside) will not tunnel to them.
+try connect-api-port bash -c "exec 3<>/dev/tcp/127.0.0.1/$API_PORT"
+try connect-engine-port bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT"
+try proxy-to-api bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT 127.0.0.1:$API_PORT HTTP/1.1\r\nHost: 127.0.0.1:$API_PORT\r\n\r\n' >&3; timeout 3 head -1 <&3 | grep -q ' 200 '"
 try write-git-hooks bash -c "mkdir -p .git/hooks && echo 'touch /tmp/wo-hook-ran' > .git/hooks/post-commit"
 exit 0
 `
 
 // TestHostileJob: a job's agent and its site build (both the attacker's code) try to read the
 // platform's secrets, the data dir and another tenant, signal the worker, publish on the
-// engine and call the API. Every attempt fails, and secrets put in serve's environment and
+// engine and call the API, connect to the platform's loopback ports directly and through the
+// egress proxy. Every attempt fails, and secrets put in serve's environment and
 // data dir appear nowhere in the pushed branch, the preview or the result.
 func TestHostileJob(t *testing.T) {
 	t.Parallel()
@@ -95,10 +101,13 @@ func TestHostileJob(t *testing.T) {
 		t.Fatalf("send --wait:\n%s", out)
 	}
 	agentAttempts := gitOut(t, origin, "show", "thread-t1:attempts.txt")
-	checkRefused(t, "agent", agentAttempts, 14)
+	checkRefused(t, "agent", agentAttempts, 17)
 	previewPort := between(out, `"http://t1.edit.site.localhost:`, `/"`)
 	buildAttempts := previewFile(t, "t1.edit.site.localhost:"+previewPort, "/build-attempts.txt")
-	checkRefused(t, "build", buildAttempts, 14)
+	checkRefused(t, "build", buildAttempts, 17)
+	if !strings.Contains(out, `"egressDenied"`) || !strings.Contains(out, "127.0.0.1:"+port(t, c.api)) {
+		t.Errorf("the result does not list the refused CONNECT to the API:\n%s", out)
+	}
 	secrets := []string{tokenMarker, envMarker, "OTHER-TENANT-SECRET-4711", readFile(t, filepath.Join(data, "secrets", "api-token")),
 		c.natsCreds().Password}
 	everything := branchContent(t, origin, "thread-t1") + out +

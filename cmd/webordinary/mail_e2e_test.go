@@ -187,8 +187,8 @@ func TestEmailToReply(t *testing.T) {
 		!strings.Contains(r.Header.Get("Reply-To"), "edit+t") {
 		t.Fatalf("reply headers: %v", r.Header)
 	}
-	if !strings.Contains(string(body), "Fresh bread daily") || !strings.Contains(string(body), "index.html") {
-		t.Fatalf("reply body lacks the summary or files:\n%s", body)
+	if !strings.Contains(string(body), "Fresh bread daily") || !strings.Contains(string(body), "See the preview") {
+		t.Fatalf("reply body lacks the summary or the preview:\n%s", body)
 	}
 	branches := gitOut(t, m.origin, "branch", "--list", "thread-*")
 	if !strings.Contains(branches, "thread-t") {

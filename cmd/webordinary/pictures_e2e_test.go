@@ -62,23 +62,24 @@ func (m *mailSetup) sendAndWait(t *testing.T, id, first, instruction string, n i
 	return env
 }
 
-// TestReplyShowsTheGreenHeader: in a thread, an emailed instruction that makes the header
-// green (a style-sheet-only change) gets a reply with the index pictured inline at both
-// widths; the pictures decode at their size, the header is green, and between the job's
-// before and after pictures only the header changed. The next instruction, whose page loops
+// TestReplyShowsTheGreenHeader: the project's first edit is pictured without a before (so
+// not called a new page); in the thread, an emailed instruction that makes the header green
+// (a style-sheet-only change) gets a reply with the index pictured inline at phone width; the
+// picture decodes at its size, the header is green, and between the job's before and after
+// pictures only the header changed. The next instruction, whose page loops
 // forever, is cut off by the budget and still gets its reply, without pictures.
 func TestReplyShowsTheGreenHeader(t *testing.T) {
 	t.Parallel()
 	m := picturesSetup(t)
 	env := m.sendAndWait(t, "first@example.com", "", "sed -i s/six/seven/ index.html", 1)
-	if len(env.Inlines) != 2 || !strings.Contains(env.HTML, "The new page") {
-		t.Errorf("the project's first preview: %d pictures, want the index as a new page at two widths", len(env.Inlines))
+	if len(env.Inlines) != 1 || strings.Contains(env.HTML, "new page") {
+		t.Errorf("the project's first preview: %d pictures, want the index once, not as a new page:\n%s", len(env.Inlines), env.Text)
 	}
 	env = m.sendAndWait(t, "green@example.com", "first@example.com", "sed -i s/#c00/#080/ style.css", 2)
-	if len(env.Inlines) != 2 {
-		t.Fatalf("%d inline parts, want the index at two widths:\n%s", len(env.Inlines), env.Text)
+	if len(env.Inlines) != 1 {
+		t.Fatalf("%d inline parts, want the index at phone width:\n%s", len(env.Inlines), env.Text)
 	}
-	for i, w := range []shots.Width{shots.Desktop, shots.Phone} {
+	for i, w := range []shots.Width{shots.Phone} {
 		p := env.Inlines[i]
 		img, _, err := image.Decode(bytes.NewReader(p.Content))
 		if err != nil {
@@ -101,7 +102,7 @@ func TestReplyShowsTheGreenHeader(t *testing.T) {
 	checkOnlyHeaderChanged(t, filepath.Join(m.c.dir, "data", "shots", job))
 
 	env = m.sendAndWait(t, "loop@example.com", "first@example.com", `sed -i "s|</body>|<script>for(;;){}</script></body>|" index.html`, 3)
-	if len(env.Inlines) != 0 || !strings.Contains(env.Text, "Done") {
+	if len(env.Inlines) != 0 || !strings.Contains(env.Text, "ready to look at") {
 		t.Errorf("the looping page's reply: %d pictures, text:\n%s", len(env.Inlines), env.Text)
 	}
 	rep, err := (shots.Store{Dir: filepath.Join(m.c.dir, "data", "shots")}).Report(env.Root.Header.Get("X-Webordinary-Job"))

@@ -89,6 +89,7 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.Var((*listFlag)(&p.Env), "env", "variable this project's agent and build get: NAME (the worker's value) or NAME=VALUE (stored in the project record; repeatable; WO_* refused)")
 	fs.BoolVar(&p.BuildOffline, "build-offline", false, "run the build command without network (the install keeps it)")
 	fs.StringVar(&p.JobLimits, "job-limits", "", "this project's job limits, e.g. mem=4GiB,procs=512 (see serve's --job-limits; the ones left out are the server's)")
+	fs.Var((*listFlag)(&p.EgressAllow), "egress-allow", "HOST, HOST:PORT, *.DOMAIN or * (any public host) this project's jobs may reach besides the npm registry, the remote's git host and the model API (repeatable)")
 }
 
 // projectPut is `project add` (a new project; --force replaces one) and `project update`
@@ -281,6 +282,7 @@ func printProject(p project.Project) {
 	line("senders", senderList(p.Senders))
 	line("env", strings.Join(p.Env, " "))
 	line("job limits", p.JobLimits)
+	line("egress allow", strings.Join(p.EgressAllow, " "))
 }
 
 func senderList(s map[string]string) string {

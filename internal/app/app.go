@@ -21,6 +21,7 @@ import (
 	_ "github.com/webordinary/webordinary/internal/broker/mem"    // mem://
 	_ "github.com/webordinary/webordinary/internal/broker/natsjs" // embedded://, nats://, tls://
 	"github.com/webordinary/webordinary/internal/dashboard"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/mail/auth"
@@ -43,7 +44,9 @@ type App struct {
 	// Set by Run.
 	ln          listeners
 	sandbox     *sandbox.Sandbox
-	credsSource string // where the engine credentials came from (no secret)
+	egress      *egress.Proxy // nil: jobs share the host's network (see openEgress)
+	egressWhy   string        // why jobs share the host's network
+	credsSource string        // where the engine credentials came from (no secret)
 	aws         awsClients
 	shotsRemote broker.Blobs // pictures between machines; nil when they share Worker.Shots
 }
@@ -59,6 +62,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a := &App{cfg: cfg, log: cfg.Logger}
 	if err := a.parseJobEnv(); err != nil {
+		return nil, err
+	}
+	if err := a.checkEgressAllow(); err != nil {
 		return nil, err
 	}
 	if cfg.Role == RoleServe {
@@ -101,6 +107,10 @@ func (a *App) Run(ctx context.Context) error {
 		if err := a.openSandbox(); err != nil {
 			return err
 		}
+		if err := a.openEgress(); err != nil {
+			return err
+		}
+		defer a.egress.Close()
 	}
 	b, err := a.openEngine(ctx)
 	if err != nil {

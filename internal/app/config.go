@@ -237,6 +237,11 @@ type Worker struct {
 	// sandbox.ParseLimits); unset limits take sandbox.DefaultLimits, and a project's own
 	// limits override them. --sandbox off drops them.
 	JobLimits string
+	// EgressAllow are hosts every sandboxed job may reach through the egress proxy besides
+	// the npm registry, the git host of its project's remote and the model APIs: "host"
+	// (ports 80 and 443), "host:port", "*.domain", or "*" (any public host). Jobs never reach
+	// loopback or private addresses (pipeline.Config.EgressAllow).
+	EgressAllow []string
 	// JobEnv are variables every job gets: NAME or NAME=VALUE (jobenv.Parse).
 	JobEnv []string
 	// PreviewTarget is where previews are deployed: empty for Previews (a directory or the

@@ -10,6 +10,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/pipeline"
@@ -59,6 +60,52 @@ func (a *App) openSandbox() error {
 	return nil
 }
 
+// checkEgressAllow checks Worker.EgressAllow (New: before anything binds).
+func (a *App) checkEgressAllow() error {
+	for _, e := range a.cfg.Worker.EgressAllow {
+		if err := egress.CheckAllow(e); err != nil {
+			return &FieldError{Field: "Worker.EgressAllow", Value: a.cfg.Worker.EgressAllow, Err: err}
+		}
+	}
+	return nil
+}
+
+// openEgress starts the egress proxy that is sandboxed jobs' only way out, once bwrap has
+// shown it can give a job a network namespace of its own. Where it cannot, mode required
+// refuses to start; otherwise jobs share the host's network and startup says so.
+func (a *App) openEgress() error {
+	if !a.sandbox.Active() {
+		a.egressWhy = "jobs run unsandboxed"
+		return nil
+	}
+	if err := a.sandbox.CheckNetwork(); err != nil {
+		if a.cfg.Worker.Sandbox == sandbox.ModeRequired {
+			return &FieldError{Field: "Worker.Sandbox", Value: a.cfg.Worker.Sandbox, Err: err}
+		}
+		a.egressWhy = err.Error()
+		a.log.Warn("jobs share the host's network", slog.String("why", err.Error()))
+		return nil
+	}
+	p, err := egress.New(egress.Config{Log: a.log})
+	if err != nil {
+		return err
+	}
+	a.egress = p
+	return nil
+}
+
+// describeEgress is the job network part of the startup banner.
+func (a *App) describeEgress() string {
+	if a.egress == nil {
+		return "WARNING: jobs share the host's network (" + a.egressWhy + "): they reach its loopback services and the agent holds the model key"
+	}
+	extra := ""
+	if n := len(a.cfg.Worker.EgressAllow); n > 0 {
+		extra = fmt.Sprintf(", %d --egress-allow", n)
+	}
+	return "jobs' network: their own, out through the egress proxy only (npm registry, git host, model APIs" + extra + ")"
+}
+
 // searchable adds search permission for others to dir when the platform runs as root (jobs then
 // run as another uid).
 func searchable(dir string) error {
@@ -97,7 +144,8 @@ func (a *App) newProcessor(ctx context.Context, b *broker.Backend, hub *live.Hub
 	case ProcessorPipeline:
 		return a.newPipeline(ctx, b, hub, previewPort)
 	case ProcessorCommand:
-		return command.New(command.Config{Command: w.AgentCommand, Root: w.Workspaces, Sandbox: a.sandbox, JobEnv: a.jobVars})
+		return command.New(command.Config{Command: w.AgentCommand, Root: w.Workspaces, Sandbox: a.sandbox, JobEnv: a.jobVars,
+			Egress: a.egress, EgressAllow: w.EgressAllow})
 	}
 	return worker.ProcessorFunc(func(context.Context, worker.Task) (worker.Outcome, error) {
 		return worker.Outcome{Summary: "noop"}, nil
@@ -130,7 +178,7 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
 		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, ModelRetryBudget: w.ModelRetryBudget, AgentBaseURL: w.AgentBaseURL, ClaudeLogin: w.ClaudeLogin, Logger: a.log, Live: hub.Writer,
-		Sandbox: a.sandbox, JobEnv: a.jobVars, Shots: sh, States: states})
+		Sandbox: a.sandbox, Egress: a.egress, EgressAllow: w.EgressAllow, JobEnv: a.jobVars, Shots: sh, States: states})
 }
 
 // shooter is the pipeline's picture taker; nil with Chromium "off".
@@ -175,7 +223,7 @@ func (a *App) describeSandbox() string {
 	if a.sandbox == nil {
 		return "none (no jobs run here)"
 	}
-	return a.sandbox.String()
+	return a.sandbox.String() + "; " + a.describeEgress()
 }
 
 // prunePictures removes, now and every hour, the pictures serve fetched or its workers took

@@ -59,6 +59,20 @@ type Report struct {
 	LeftOut []string `json:"leftOut,omitempty"`
 	// Check is what the check turn did (project.Project.CheckTurn); nil when none was due.
 	Check *Check `json:"check,omitempty"`
+	// EgressDenied are the destinations the job's processes (agent, install, build) tried to
+	// reach and the egress proxy refused, most frequent first.
+	EgressDenied []EgressDenial `json:"egressDenied,omitempty"`
+	// ModelTokensIn and ModelTokensOut are the model tokens the job's agent used, as the model
+	// API reported them to the egress proxy (zero when it did not go through the proxy).
+	ModelTokensIn  int64 `json:"modelTokensIn,omitempty"`
+	ModelTokensOut int64 `json:"modelTokensOut,omitempty"`
+}
+
+// EgressDenial is a destination a job was refused, and how often.
+type EgressDenial struct {
+	Target string `json:"target"`
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
 }
 
 // Check is the check turn's account: the agent looked at the pictures of its change.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -38,6 +39,11 @@ type Config struct {
 	Sandbox *sandbox.Sandbox
 	// JobEnv are variables passed on purpose (--job-env).
 	JobEnv []jobenv.Var
+	// Egress, when set and Sandbox is active, is the command's only way out (see
+	// egress.Session): it reaches EgressAllow and the model APIs (vendors' endpoints, with
+	// the job's token instead of the platform's keys). Nil: the host's network.
+	Egress      *egress.Proxy
+	EgressAllow []string
 }
 
 // Processor implements worker.Processor.
@@ -68,12 +74,18 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 	if err := p.cfg.Sandbox.Own(dir); err != nil {
 		return worker.Outcome{}, fmt.Errorf("command: %w", err)
 	}
+	sess, err := p.openEgress()
+	if err != nil {
+		return worker.Outcome{}, fmt.Errorf("command: %w", err)
+	}
+	defer sess.Close()
 	spec := agent.Spec{Kind: agent.KindCommand, Command: p.cfg.Command, InterruptGrace: p.cfg.InterruptGrace}
-	jail := p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}})
-	req := agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task), Home: dir, Jail: jail}
+	jail := p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}, Egress: p.egressSpec(sess)})
+	req := agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task, sess), Home: dir, Jail: jail}
 	res, err := agent.Run(ctx, spec, req)
 	out := worker.Outcome{Summary: res.Summary, ExitCode: res.ExitCode, OutputTail: res.OutputTail,
-		Report: broker.Report{DurationMs: res.Duration.Milliseconds()}}
+		Report: broker.Report{DurationMs: res.Duration.Milliseconds(), EgressDenied: denials(sess),
+			ModelTokensIn: sess.Usage().InputTokens, ModelTokensOut: sess.Usage().OutputTokens}}
 	var over error
 	if err == nil && ctx.Err() == nil {
 		over = overLimit(jail, res)
@@ -101,9 +113,43 @@ func overLimit(j *sandbox.Jail, res agent.Result) error {
 	return j.CheckDisk()
 }
 
-func (p *Processor) env(task worker.Task) []string {
+func (p *Processor) env(task worker.Task, sess *egress.Session) []string {
 	j := task.Job
-	return append(append(jobenv.Environ(os.LookupEnv, nil, p.cfg.JobEnv), p.cfg.Env...),
+	env := append(append(jobenv.Environ(os.LookupEnv, nil, p.cfg.JobEnv), p.cfg.Env...),
 		"WO_PROJECT="+j.Tenant.Project, "WO_USER="+j.Tenant.User, "WO_THREAD="+j.Thread, "WO_JOB="+j.ID, "WO_WORKER="+task.Worker,
 		fmt.Sprintf("WO_ATTEMPT=%d", task.Attempt), fmt.Sprintf("WO_LEASE_TOKEN=%d", task.LeaseToken))
+	if sess != nil {
+		env = append(append(env, sess.Env()...), sess.AgentEnv()...)
+	}
+	return env
+}
+
+// openEgress starts the job's egress session; nil without a proxy or a sandbox.
+func (p *Processor) openEgress() (*egress.Session, error) {
+	if p.cfg.Egress == nil || !p.cfg.Sandbox.Active() {
+		return nil, nil
+	}
+	var models []egress.Model
+	if m, err := egress.AnthropicModel("", os.Getenv("ANTHROPIC_API_KEY")); err == nil {
+		models = append(models, m)
+	}
+	if m, err := egress.OpenAIModel("", os.Getenv("OPENAI_API_KEY")); err == nil {
+		models = append(models, m)
+	}
+	return p.cfg.Egress.Open(egress.Policy{Allow: p.cfg.EgressAllow, Models: models})
+}
+
+func (p *Processor) egressSpec(sess *egress.Session) *sandbox.Egress {
+	if sess == nil {
+		return nil
+	}
+	return &sandbox.Egress{Socket: sess.Socket, Port: p.cfg.Egress.Port()}
+}
+
+func denials(sess *egress.Session) []broker.EgressDenial {
+	var out []broker.EgressDenial
+	for _, d := range sess.Denied() {
+		out = append(out, broker.EgressDenial{Target: d.Target, Reason: d.Reason, Count: d.Count})
+	}
+	return out
 }

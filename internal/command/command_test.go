@@ -2,15 +2,18 @@ package command_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/reaper"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -22,28 +25,64 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// A command that fills its workspace past the disk limit fails for that reason, for good.
-func TestCommandOverItsLimitFailsForGood(t *testing.T) {
-	t.Parallel()
-	root := filepath.Join(t.TempDir(), "ws")
-	for _, d := range []string{filepath.Dir(filepath.Dir(root)), filepath.Dir(root)} {
+// TestCommandNetworkIsItsOwn: the command processor's command, steered by the instruction,
+// reaches for a service on the host's loopback and prints its environment.
+func TestCommandNetworkIsItsOwn(t *testing.T) {
+	if out, err := exec.Command("bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s)", err, out)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("SKIPPED: no curl to play the command with")
+	}
+	const realKey = "sk-ant-platform-real-key"
+	t.Setenv("ANTHROPIC_API_KEY", realKey)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.0 200 OK\r\n\r\nplatform secret\n")
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sb, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired, Roots: []string{root}, Limits: sandbox.Limits{Disk: 4 << 20}})
+	sb, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired, Roots: []string{root}})
 	if err != nil {
-		t.Skipf("SKIPPED: no sandbox here: %v", err)
+		t.Fatal(err)
 	}
-	p, err := command.New(command.Config{Command: "for i in 1 2 3; do head -c 2M /dev/zero > f$i; done", Root: root, Sandbox: sb})
+	proxy, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	host, port, _ := net.SplitHostPort(addr)
+	script := fmt.Sprintf(`bash -c 'exec 3<>/dev/tcp/%s/%s && cat <&3'; NO_PROXY= no_proxy= curl -sS -x "$HTTP_PROXY" http://%s/; env; true`, host, port, addr)
+	p, err := command.New(command.Config{Command: script, Root: filepath.Join(root, "ws"), Sandbox: sb, Egress: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tn, _ := tenant.New("site", "alice")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = p.Process(ctx, worker.Task{Job: broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x"}, Attempt: 1})
-	if !errors.Is(err, worker.ErrPermanent) || !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "disk=4MiB") {
-		t.Fatalf("6 MiB under disk=4MiB: %v", err)
+	out, err := p.Process(context.Background(), worker.Task{Job: broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1",
+		Instruction: "attack"}, Attempt: 1, CheckLease: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatalf("command: %v (%+v)", err, out)
+	}
+	if strings.Contains(out.OutputTail, "secret") || strings.Contains(out.OutputTail, realKey) {
+		t.Errorf("the command reached the host's service or saw the real key:\n%s", out.OutputTail)
+	}
+	if d := out.Report.EgressDenied; len(d) != 1 || d[0].Target != addr {
+		t.Errorf("denials %+v, want %s", d, addr)
 	}
 }

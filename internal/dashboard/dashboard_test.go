@@ -48,7 +48,8 @@ func TestPagesRenderAndEscape(t *testing.T) {
 	}
 	for _, want := range []string{"Timeline", "Accepted", "Started", "Finished", "Files changed", "index.html",
 		"&lt;img src=x&gt;.png", "2 files changed", "$0.0123", "Model service retries", "2 (waited 3s)", "Check turn", "fixed a miss: made the header green", "0123456789", "thread-t1", "http://edit.site.localhost:8080/",
-		"Summary: did &lt;&lt;script&gt;", "&lt;i&gt;x&lt;/i&gt;", "agent: working on " + rec.Job.ID, "lease token #"} {
+		"Summary: did &lt;&lt;script&gt;", "&lt;i&gt;x&lt;/i&gt;", "agent: working on " + rec.Job.ID, "lease token #",
+		"Network refused", "&lt;script&gt;evil.example:443", "host not allowed", "3×", "Model tokens", "1200 in, 345 out"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("job page lacks %q", want)
 		}

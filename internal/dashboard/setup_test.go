@@ -123,17 +123,19 @@ func (f *fixture) processor() worker.Processor {
 
 func outcome(task worker.Task) worker.Outcome {
 	return worker.Outcome{Summary: "Summary: did <" + task.Job.Instruction + ">", Report: broker.Report{
-		Files:        []broker.FileChange{{Status: "M", Path: "index.html"}, {Status: "A", Path: "<img src=x>.png"}},
-		Diffstat:     " 2 files changed, 3 insertions(+) <i>x</i>",
-		PreviewURLs:  []string{"http://edit.site.localhost:8080/", "javascript:alert(1)"},
-		Branch:       "thread-" + task.Job.Thread,
-		Commit:       "0123456789abcdef0123456789abcdef01234567",
-		AgentCostUSD: 0.0123,
-		AgentTurns:   4,
-		ModelRetries: 2,
-		ModelWait:    3 * time.Second,
-		Check:        &broker.Check{Pictures: 2, Changed: true, Summary: "made the header green"},
-		StagesMs:     map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
+		Files:         []broker.FileChange{{Status: "M", Path: "index.html"}, {Status: "A", Path: "<img src=x>.png"}},
+		Diffstat:      " 2 files changed, 3 insertions(+) <i>x</i>",
+		PreviewURLs:   []string{"http://edit.site.localhost:8080/", "javascript:alert(1)"},
+		Branch:        "thread-" + task.Job.Thread,
+		Commit:        "0123456789abcdef0123456789abcdef01234567",
+		AgentCostUSD:  0.0123,
+		AgentTurns:    4,
+		ModelRetries:  2,
+		ModelWait:     3 * time.Second,
+		Check:         &broker.Check{Pictures: 2, Changed: true, Summary: "made the header green"},
+		StagesMs:      map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
+		EgressDenied:  []broker.EgressDenial{{Target: "<script>evil.example:443", Reason: "host not allowed", Count: 3}},
+		ModelTokensIn: 1200, ModelTokensOut: 345,
 	}}
 }
 

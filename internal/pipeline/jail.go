@@ -39,13 +39,14 @@ func (r *run) jail(offline bool) *sandbox.Jail {
 		ReadOnly:  []string{filepath.Join(r.ws.Dir, ".git")},
 		NoNetwork: offline,
 		Limits:    r.limits(),
+		Egress:    r.egressSpec(),
 	})
 }
 
 // agentJail is the agent's jail: the job's, and the check turn's pictures read-only.
 func (r *run) agentJail() *sandbox.Jail {
 	spec := sandbox.Spec{Writable: []string{r.ws.Dir, r.agentDir(), r.homeDir()},
-		ReadOnly: []string{filepath.Join(r.ws.Dir, ".git")}, Limits: r.limits()}
+		ReadOnly: []string{filepath.Join(r.ws.Dir, ".git")}, Limits: r.limits(), Egress: r.egressSpec()}
 	if r.pictures != "" {
 		spec.ReadOnly = append(spec.ReadOnly, r.pictures)
 	}
@@ -69,6 +70,9 @@ func (r *run) vars() []jobenv.Var {
 func (r *run) buildConfig() build.Config {
 	names := append(slices.Clone(jobenv.Base), jobenv.Build...)
 	env := append(jobenv.Environ(os.LookupEnv, names, r.vars()), "HOME="+r.homeDir())
+	if r.egress != nil {
+		env = jobenv.Dedup(append(env, r.egress.Env()...))
+	}
 	return build.Config{StateDir: filepath.Join(r.state, "build"), Timeout: r.p.cfg.BuildTimeout, Env: env,
 		Jail: r.jail(false), BuildJail: r.jail(r.proj.BuildOffline)}
 }

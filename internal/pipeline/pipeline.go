@@ -14,6 +14,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/agentstate"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
@@ -62,6 +63,14 @@ type Config struct {
 	Live func(jobID string) io.Writer
 	// Sandbox runs the agent, install and build of every job (nil or inactive: unsandboxed).
 	Sandbox *sandbox.Sandbox
+	// Egress, when set and Sandbox is active, is every job's only way out: its agent, install
+	// and build run in a network of their own and reach the npm registry, the git host of
+	// the project's remote, EgressAllow, the project's EgressAllow and the model APIs through
+	// it; the agent gets a per-job token instead of the model keys. Nil: jobs share the host's
+	// network.
+	Egress *egress.Proxy
+	// EgressAllow are hosts every job may reach besides those (egress.Policy.Allow).
+	EgressAllow []string
 	// JobEnv are variables passed on purpose to every job's agent and build (--job-env).
 	JobEnv []jobenv.Var
 	// Shots, when set, takes pictures of the pages each job changed after its push, if
@@ -123,7 +132,11 @@ func (p *Pipeline) Process(ctx context.Context, task worker.Task) (worker.Outcom
 	if err != nil {
 		return worker.Outcome{Summary: err.Error()}, err
 	}
+	if err := r.openEgress(); err != nil {
+		return worker.Outcome{Summary: err.Error()}, err
+	}
 	out, err := r.execute(ctx)
+	r.closeEgress()
 	r.saveState(ctx)
 	return out, err
 }

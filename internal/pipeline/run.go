@@ -13,6 +13,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
@@ -49,6 +50,7 @@ type run struct {
 	pictures     string      // the check turn's pictures, readable by the agent (see check.go)
 	check        *broker.Check
 	leftOut      []workspace.LeftOut // what staging left out, each path once
+	egress       *egress.Session     // the job's way out (see egress.go); nil: none
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
@@ -252,7 +254,9 @@ func (r *run) outcome(sha string) worker.Outcome {
 	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
 		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check,
-		LeftOut: leftOutNotes(r.leftOut)}
+		LeftOut: leftOutNotes(r.leftOut), EgressDenied: r.egressDenied()}
+	u := r.egress.Usage()
+	rep.ModelTokensIn, rep.ModelTokensOut = u.InputTokens, u.OutputTokens
 	if sha != "" {
 		if files, stat, err := r.ws.Changes(context.Background(), r.base, sha); err == nil {
 			rep.Files, rep.Diffstat = fileChanges(files), stat

@@ -58,10 +58,10 @@ func (r *run) runAgent(ctx context.Context, prompt string) error {
 // runAgentStage is runAgent timed as the named stage.
 func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 	r.modelGaveUp = false // an earlier turn's (the check turn's) giving up is not this one's
-	spec := agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL)
+	spec, env := r.behindEgress(agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL), append(r.agentVars(), r.agentEnv()...))
 	req := agent.Request{Dir: r.ws.Dir, Prompt: prompt, SystemPrompt: r.system(),
 		Session: r.thread.Session, Resume: r.thread.Session != "" && r.thread.Agent == spec.Kind,
-		ConfigDir: r.agentDir(), Home: r.homeDir(), Env: append(r.agentVars(), r.agentEnv()...), Output: r.output(),
+		ConfigDir: r.agentDir(), Home: r.homeDir(), Env: env, Output: r.output(),
 		Jail: r.agentJail()}
 	if r.pictures != "" {
 		req.ReadDirs = []string{r.pictures}

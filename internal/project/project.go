@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -64,6 +65,10 @@ type Project struct {
 	// JobLimits bound this project's sandboxed jobs ("mem=4GiB,procs=512", sandbox.ParseLimits);
 	// the limits it leaves unset are the worker's (--job-limits).
 	JobLimits string `json:"jobLimits,omitempty"`
+	// EgressAllow are hosts this project's jobs may reach through the egress proxy besides
+	// the defaults (npm registry, the remote's git host, the model APIs): "host" (ports 80
+	// and 443), "host:port", "*.domain" or "*" (any public host).
+	EgressAllow []string `json:"egressAllow,omitempty"`
 	// Acknowledge sends a "received" reply with the job's link when an email is accepted.
 	Acknowledge bool      `json:"acknowledge,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
@@ -145,6 +150,11 @@ func (p Project) Validate() error {
 	}
 	if _, err := sandbox.ParseLimits(p.JobLimits); err != nil {
 		return err
+	}
+	for _, a := range p.EgressAllow {
+		if err := egress.CheckAllow(a); err != nil {
+			return err
+		}
 	}
 	return p.validateSenders()
 }

@@ -24,6 +24,9 @@ type Spec struct {
 	// Limits are the job's own resource limits (the project's); what they leave unset comes
 	// from Config.Limits.
 	Limits Limits
+	// Egress, when set (and NoNetwork is not), gives the process a network namespace whose
+	// only way out is the platform's egress proxy (see Egress).
+	Egress *Egress
 }
 
 // Jail applies a Spec to commands. A nil *Jail, or one from an inactive Sandbox, leaves
@@ -65,15 +68,17 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	if j.spec.NoNetwork {
 		args = append(args, "--unshare-net")
 	}
+	args = append(args, j.egressArgs()...)
 	if cmd.Dir != "" {
 		args = append(args, "--chdir", cmd.Dir)
 	}
+	// Inside the jail: the rlimit shim sets the limits and execs the egress bridge (when the
+	// job has a network of its own), which runs the program as its child.
+	inner := j.egressProgram(prog, cmd.Args[min(1, len(cmd.Args)):])
 	var argv []string
-	argv, cmd.Env = j.shimArgs(prog, cmd.Env)
+	argv, cmd.Env = j.shimArgs(inner[0], cmd.Env)
 	args = append(append(args, "--"), argv...)
-	if len(cmd.Args) > 1 {
-		args = append(args, cmd.Args[1:]...)
-	}
+	args = append(args, inner[1:]...)
 	cmd.Path, cmd.Args, cmd.Dir = j.s.bwrap, append([]string{j.s.bwrap}, args...), "/"
 	if cred := j.s.credential(); cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

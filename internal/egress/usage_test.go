@@ -1,0 +1,73 @@
+package egress_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/webordinary/webordinary/internal/egress"
+)
+
+// TestUsageIsCounted: the proxy counts the tokens the model API reports, in JSON responses
+// and in streams (Anthropic's cumulative message_delta, OpenAI's response.completed).
+func TestUsageIsCounted(t *testing.T) {
+	t.Parallel()
+	bodies := map[string]string{
+		"/v1/messages": `{"type":"message","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`,
+		"/v1/stream": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":40}}\n\n",
+		"/v1/responses": "data: {\"type\":\"response.created\"}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":1000,\"output_tokens\":300}}}\n\ndata: [DONE]\n\n",
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/messages" {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		body := bodies[r.URL.Path]
+		for len(body) > 0 { // in small pieces, as a stream comes
+			n := min(len(body), 17)
+			io.WriteString(w, body[:n])
+			w.(http.Flusher).Flush()
+			body = body[n:]
+		}
+	}))
+	t.Cleanup(srv.Close)
+	p, err := egress.New(egress.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	a, _ := egress.AnthropicModel(srv.URL, "real")
+	o, _ := egress.OpenAIModel(srv.URL+"/v1", "real")
+	s, err := p.Open(egress.Policy{Models: []egress.Model{a, o}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
+	}}}
+	for _, path := range []string{"/anthropic/v1/messages", "/anthropic/v1/stream", "/openai/v1/responses"} {
+		req, _ := http.NewRequest(http.MethodPost, "http://proxy"+path, strings.NewReader("{}"))
+		req.Header.Set("x-api-key", s.Token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %s", path, resp.Status)
+		}
+	}
+	want := egress.Usage{InputTokens: 15 + 100 + 1000, OutputTokens: 7 + 40 + 300, Requests: 3}
+	if got := s.Usage(); got != want {
+		t.Errorf("usage %+v, want %+v", got, want)
+	}
+}
