@@ -83,7 +83,7 @@ func TestInterruptedSaysExactlyWhatHappened(t *testing.T) {
 		superseded, commit bool
 		want, not          []string
 	}{
-		{"newer, saved", true, true, []string{"newer message on this thread took over", "was saved, and I'm carrying on"},
+		{"newer, saved", true, true, []string{"newer message on this thread took over", "your newer message picks up from there"},
 			[]string{"hadn't changed anything", "stopped before it finished"}},
 		{"newer, nothing", true, false, []string{"newer message on this thread took over", "hadn't changed anything yet, so nothing was saved"},
 			[]string{"was saved,", "commit", "Files changed"}},

@@ -224,7 +224,7 @@ func interruptedBody(r Reply) content {
 	case r.Commit == "":
 		c.add(para("I hadn't changed anything yet, so nothing was saved from it."))
 	case r.Superseded:
-		c.add(para("What I had done so far was saved, and I'm carrying on from there with your newer message."))
+		c.add(para("What I had done so far was saved; your newer message picks up from there, and I'll reply to it when it's done."))
 	default:
 		c.add(para("What I had done so far was saved."))
 	}
