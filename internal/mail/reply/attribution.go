@@ -14,9 +14,13 @@ var attributionPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`^el\b.{3,250}\bescribió ?:$`),                                    // Spanish
 	regexp.MustCompile(`^(il|in data)\b.{3,250}\bha scritto ?:$`),                        // Italian
 	regexp.MustCompile(`^op\b.{3,250}\b(schreef\b.{0,250}|het volgende geschreven) ?:$`), // Dutch
-	regexp.MustCompile(`^em\b.{3,250}\bescreveu ?:$`),                                    // Portuguese
+	regexp.MustCompile(`^(em|no dia)\b.{3,250}\bescreveu ?:$`),                           // Portuguese
+	regexp.MustCompile(`^pe\b.{3,250}\ba scris ?:$`),                                     // Romanian
+	regexp.MustCompile(`^.{3,250}\sέγραψε ?:$`),                                          // Greek
+	regexp.MustCompile(`^(في|فى)\s.{3,250}\sكتب.{0,60}:$`),                               // Arabic
 	regexp.MustCompile(`^(den\b|på\s).{3,250}\bskrev\b.{0,250}:$`),                       // Swedish, Danish, Norwegian
 	regexp.MustCompile(`^w dniu\b.{3,250}\bpisze ?:$`),                                   // Polish (Thunderbird)
+	regexp.MustCompile(`^wiadomość napisana przez\b.{3,250}:$`),                          // Polish (Apple Mail)
 	regexp.MustCompile(`^.{3,250}\bnapisał(\(a\)|a)? ?:$`),                               // Polish (Gmail)
 	regexp.MustCompile(`^.{3,250}\s(написал(\(а\)|а)?|пишет) ?:$`),                       // Russian
 	regexp.MustCompile(`^.{1,250}に.{1,250}が書きました ?[:：]$`),                                // Japanese (Thunderbird)
@@ -128,7 +132,7 @@ func startsLater(lines []string, i, n int) bool {
 
 // attributionOpener matches the words an attribution line starts with in the languages whose
 // attribution leads with them ("On …", "Am …", "Le …").
-var attributionOpener = regexp.MustCompile(`^((on|am|le|el|il|in data|op|em|no dia|pe|den|w dniu|dnia)\b|på\s|(في|فى)\s)`)
+var attributionOpener = regexp.MustCompile(`^((on|am|le|el|il|in data|op|em|no dia|pe|den|w dniu|dnia|wiadomość napisana przez)\b|på\s|(في|فى)\s)`)
 
 // splitRunOn splits a line that carries the person's last words and an attribution run on
 // behind them ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:", "bla--- On …
