@@ -1,46 +1,45 @@
 package reply
 
 import (
-	"regexp"
 	"strings"
 )
 
 // attributionPatterns match a whole (squashed, possibly joined) attribution line in the languages
 // mail clients write them in. \b is ASCII-only in Go, so non-Latin words are preceded by \s.
-var attributionPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`^on\b.{3,250}\bwrote ?:$`),                                       // English
-	regexp.MustCompile(`^am\b.{3,250}\bschrieb\b.{0,250}:$`),                             // German
-	regexp.MustCompile(`^le\b.{3,250}\ba écrit ?:$`),                                     // French
-	regexp.MustCompile(`^el\b.{3,250}\bescribió ?:$`),                                    // Spanish
-	regexp.MustCompile(`^(il|in data)\b.{3,250}\bha scritto ?:$`),                        // Italian
-	regexp.MustCompile(`^op\b.{3,250}\b(schreef\b.{0,250}|het volgende geschreven) ?:$`), // Dutch
-	regexp.MustCompile(`^(em|no dia)\b.{3,250}\bescreveu ?:$`),                           // Portuguese
-	regexp.MustCompile(`^pe\b.{3,250}\ba scris ?:$`),                                     // Romanian
-	regexp.MustCompile(`^.{3,250}\sέγραψε ?:$`),                                          // Greek
-	regexp.MustCompile(`^(في|فى)\s.{3,250}\sكتب.{0,60}:$`),                               // Arabic
-	regexp.MustCompile(`^(den\b|på\s).{3,250}\bskrev\b.{0,250}:$`),                       // Swedish, Danish, Norwegian
-	regexp.MustCompile(`^w dniu\b.{3,250}\bpisze ?:$`),                                   // Polish (Thunderbird)
-	regexp.MustCompile(`^wiadomość napisana przez\b.{3,250}:$`),                          // Polish (Apple Mail)
-	regexp.MustCompile(`^.{3,250}\bnapisał(\(a\)|a)? ?:$`),                               // Polish (Gmail)
-	regexp.MustCompile(`^.{3,250}\s(написал(\(а\)|а)?|пишет) ?:$`),                       // Russian
-	regexp.MustCompile(`^.{1,250}に.{1,250}が書きました ?[:：]$`),                                // Japanese (Thunderbird)
-	regexp.MustCompile(`^.{1,250}(写道|寫道) ?[:：]$`),                                        // Chinese
-	regexp.MustCompile(`^.{1,250}のメール ?[:：]$`),                                           // Japanese (Apple Mail)
-	regexp.MustCompile(`^.{3,250}\bkirjoitti ?:$`),                                       // Finnish
-	regexp.MustCompile(`^.{3,250}\b(napsal|napsala|napsal\(a\)) ?:$`),                    // Czech
-	regexp.MustCompile(`^.{3,250}\byazdı ?:$`),                                           // Turkish
-	regexp.MustCompile(`^.{3,250}\s(írta|írt) ?:$`),                                      // Hungarian
-	regexp.MustCompile(`^.{1,120}\bwrote ?:$`),                                           // "Name wrote:"
+var attributionPatterns = []*lazyRE{
+	lazy(`^on\b.{3,250}\bwrote ?:$`),                                       // English
+	lazy(`^am\b.{3,250}\bschrieb\b.{0,250}:$`),                             // German
+	lazy(`^le\b.{3,250}\ba écrit ?:$`),                                     // French
+	lazy(`^el\b.{3,250}\bescribió ?:$`),                                    // Spanish
+	lazy(`^(il|in data)\b.{3,250}\bha scritto ?:$`),                        // Italian
+	lazy(`^op\b.{3,250}\b(schreef\b.{0,250}|het volgende geschreven) ?:$`), // Dutch
+	lazy(`^(em|no dia)\b.{3,250}\bescreveu ?:$`),                           // Portuguese
+	lazy(`^pe\b.{3,250}\ba scris ?:$`),                                     // Romanian
+	lazy(`^.{3,250}\sέγραψε ?:$`),                                          // Greek
+	lazy(`^(في|فى)\s.{3,250}\sكتب.{0,60}:$`),                               // Arabic
+	lazy(`^(den\b|på\s).{3,250}\bskrev\b.{0,250}:$`),                       // Swedish, Danish, Norwegian
+	lazy(`^w dniu\b.{3,250}\bpisze ?:$`),                                   // Polish (Thunderbird)
+	lazy(`^wiadomość napisana przez\b.{3,250}:$`),                          // Polish (Apple Mail)
+	lazy(`^.{3,250}\bnapisał(\(a\)|a)? ?:$`),                               // Polish (Gmail)
+	lazy(`^.{3,250}\s(написал(\(а\)|а)?|пишет) ?:$`),                       // Russian
+	lazy(`^.{1,250}に.{1,250}が書きました ?[:：]$`),                                // Japanese (Thunderbird)
+	lazy(`^.{1,250}(写道|寫道) ?[:：]$`),                                        // Chinese
+	lazy(`^.{1,250}のメール ?[:：]$`),                                           // Japanese (Apple Mail)
+	lazy(`^.{3,250}\bkirjoitti ?:$`),                                       // Finnish
+	lazy(`^.{3,250}\b(napsal|napsala|napsal\(a\)) ?:$`),                    // Czech
+	lazy(`^.{3,250}\byazdı ?:$`),                                           // Turkish
+	lazy(`^.{3,250}\s(írta|írt) ?:$`),                                      // Hungarian
+	lazy(`^.{1,120}\bwrote ?:$`),                                           // "Name wrote:"
 }
 
 // genericAttribution is an unknown-language attribution: an address and a closing colon. It only
 // counts when a quote block follows.
-var genericAttribution = regexp.MustCompile(`^.{0,200}\S+@\S+.{0,60}[:：]$`)
+var genericAttribution = lazy(`^.{0,200}\S+@\S+.{0,60}[:：]$`)
 
 // strongHint marks an attribution that is unmistakable even without a quote block after it: it
 // carries an address, a time, a year or a numeric date. "On Jan 6 you wrote:" written by the
 // person themselves has none of these.
-var strongHint = regexp.MustCompile(`@|\d{1,2}[:.h]\d{2}\b|\b(19|20)\d{2}\b|\d{1,2}/\d{1,2}/\d{2,4}`)
+var strongHint = lazy(`@|\d{1,2}[:.h]\d{2}\b|\b(19|20)\d{2}\b|\d{1,2}/\d{1,2}/\d{2,4}`)
 
 // maxAttributionLines is how many lines an attribution may be wrapped over.
 const maxAttributionLines = 3
@@ -96,7 +95,7 @@ func matchAttribution(l string) (matched, strong bool) {
 
 // inlineAttribution is an attribution with the quoted text run onto the same line, as Yahoo's
 // HTML-to-text output produces: "On Mon, … <a@b.c> wrote:   Your site is live."
-var inlineAttribution = regexp.MustCompile(`^on\b.{3,200}@.{1,200}\bwrote:\s+\S`)
+var inlineAttribution = lazy(`^on\b.{3,200}@.{1,200}\bwrote:\s+\S`)
 
 // isInlineAttribution reports whether l is such a run-on attribution.
 func isInlineAttribution(l string) bool {
@@ -104,16 +103,16 @@ func isInlineAttribution(l string) bool {
 }
 
 // dashedAttribution is the Zoho and Yahoo form without a colon: "---- On … wrote ----".
-var dashedAttribution = regexp.MustCompile(`^-{2,}\s*on\b.{3,250}\bwrote\s*-{2,}$`)
+var dashedAttribution = lazy(`^-{2,}\s*on\b.{3,250}\bwrote\s*-{2,}$`)
 
 // bareAttribution is an English attribution that lost its colon but carries a date and an
 // address: "On Wed, 14 Nov 2018 08:14:43 -0200 John Doe <john@doe.com> wrote".
-var bareAttribution = regexp.MustCompile(`^on\b.{3,250}@.{1,250}\bwrote$`)
+var bareAttribution = lazy(`^on\b.{3,250}@.{1,250}\bwrote$`)
 
 // dateAttribution is an attribution in no particular language: a date or time and an address,
 // ending in a colon ("2017-11-24 16:32 GMT+01:00 Name <a@b.c>:", "ср, 30 апр. 2025 г. в 15:19,
 // Name <a@b.c>:"). It needs both a numeric date or time and an address in angle brackets.
-var dateAttribution = regexp.MustCompile(`^.{0,120}(\d{1,4}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2}[:.]\d{2}).{0,160}<[^<>\s]+@[^<>\s]+>\s*[:：]$`)
+var dateAttribution = lazy(`^.{0,120}(\d{1,4}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2}[:.]\d{2}).{0,160}<[^<>\s]+@[^<>\s]+>\s*[:：]$`)
 
 // startsLater reports whether the attribution found over lines[i:i+n] is really one that starts
 // on a later line, with the line at i being the person's own last line written directly above it
@@ -132,7 +131,7 @@ func startsLater(lines []string, i, n int) bool {
 
 // attributionOpener matches the words an attribution line starts with in the languages whose
 // attribution leads with them ("On …", "Am …", "Le …").
-var attributionOpener = regexp.MustCompile(`^((on|am|le|el|il|in data|op|em|no dia|pe|den|w dniu|dnia|wiadomość napisana przez)\b|på\s|(في|فى)\s)`)
+var attributionOpener = lazy(`^((on|am|le|el|il|in data|op|em|no dia|pe|den|w dniu|dnia|wiadomość napisana przez)\b|på\s|(في|فى)\s)`)
 
 // splitRunOn splits a line that carries the person's last words and an attribution run on
 // behind them ("reply On Wed, Apr 4, 2012 at 3:59 PM, bob@example.com wrote:", "bla--- On …

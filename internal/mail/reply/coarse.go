@@ -1,7 +1,6 @@
 package reply
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -76,7 +75,7 @@ func kindOf(l string) lineKind {
 
 // initialsQuote is a quote marked with the quoted person's initials ("JD> "), as some
 // clients and mailing lists write it.
-var initialsQuote = regexp.MustCompile(`^\s*[A-Z]{1,3}>`)
+var initialsQuote = lazy(`^\s*[A-Z]{1,3}>`)
 
 // isRule reports a line made of separator characters only (the Gmail signature dot included).
 func isRule(l string) bool {
@@ -331,8 +330,8 @@ func (c *cut) trailingQuotes() int {
 // year-first date with a time or an address after it, or an "On <date>" line (in the
 // languages attributions are written in) with a year and a time.
 var (
-	yearFirstDate = regexp.MustCompile(`^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b.{0,150}(@|<|\d{1,2}:\d{2}\S*\s+\S*\pL)`)
-	onDateAndTime = regexp.MustCompile(`^(on|am|le|el|em|op|il|den|på) .{0,60}\b(19|20)\d{2}\b.{0,30}\b\d{1,2}[:.]\d{2}\b.{0,100}$`)
+	yearFirstDate = lazy(`^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b.{0,150}(@|<|\d{1,2}:\d{2}\S*\s+\S*\pL)`)
+	onDateAndTime = lazy(`^(on|am|le|el|em|op|il|den|på) .{0,60}\b(19|20)\d{2}\b.{0,30}\b\d{1,2}[:.]\d{2}\b.{0,100}$`)
 )
 
 // isLooseMarker reports whether l opens earlier mail without the usual attribution form. It

@@ -1,7 +1,6 @@
 package reply
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -44,15 +43,15 @@ func fromSentPair(lines []string, i int) bool {
 }
 
 // clockTime matches a time of day ("1:27", "13.20" is not one).
-var clockTime = regexp.MustCompile(`\b\d{1,2}:\d{2}\b`)
+var clockTime = lazy(`\b\d{1,2}:\d{2}\b`)
 
 // fullDate matches a date with a year, as header blocks write the sent date: "January 6, 2025",
 // "1/6/25", "2025年1月6日".
-var fullDate = regexp.MustCompile(`\b(19|20)\d{2}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|(19|20)\d{2}年`)
+var fullDate = lazy(`\b(19|20)\d{2}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}|(19|20)\d{2}年`)
 
 // monthDayTime matches a month name, a day and a time without a four-digit year, as some clients
 // write the sent date: "March-19-11 5:42 PM", "Mar 19, 5:42 PM".
-var monthDayTime = regexp.MustCompile(`(?i)\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ -]\d{1,2}\b.*\b\d{1,2}:\d{2}\b`)
+var monthDayTime = lazy(`(?i)\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?[ -]\d{1,2}\b.*\b\d{1,2}:\d{2}\b`)
 
 // isFullDate reports whether a header line's value holds a full sent date.
 func isFullDate(l string) bool {

@@ -1,16 +1,15 @@
 package reply
 
 import (
-	"regexp"
 	"strings"
 )
 
 // originalMarker matches "-----Original Message-----" and its localized and Samsung variants.
-var originalMarker = regexp.MustCompile(`^-{2,}\s*(original message|original[ -]nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
+var originalMarker = lazy(`^-{2,}\s*(original message|original[ -]nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
 
 // replyAbove matches the line a ticket or forum system puts above the history it quotes:
 // "## Please type your reply above this line ##" and its translations.
-var replyAbove = regexp.MustCompile(`^[#=\-\s]*((please )?(type|write|enter) your (reply|response) above this line|reply above this line|bitte gib deine antwort oberhalb dieser zeile ein|merci de répondre au-dessus de cette ligne)\.?[#=\-\s]*$`)
+var replyAbove = lazy(`^[#=\-\s]*((please )?(type|write|enter) your (reply|response) above this line|reply above this line|bitte gib deine antwort oberhalb dieser zeile ein|merci de répondre au-dessus de cette ligne)\.?[#=\-\s]*$`)
 
 // isOriginalMarker reports whether l is an "Original Message" separator or a "reply above
 // this line" mark: the history below it is not the person's.
@@ -20,10 +19,10 @@ func isOriginalMarker(l string) bool {
 }
 
 // forwardDashed matches dashed forward separators (Gmail, Thunderbird, Outlook.com, …).
-var forwardDashed = regexp.MustCompile(`^-{2,}\s*(forwarded message|weitergeleitete nachricht|message transféré|mensaje reenviado|messaggio inoltrato|doorgestuurd bericht|mensagem encaminhada|mensagem reencaminhada|vidarebefordrat meddelande|videresendt meddelelse|videresendt melding|przekazana wiadomość|wiadomość przekazana dalej|přeposlaná zpráva|пересылаемое сообщение|転送メッセージ|転送されたメッセージ|转发的邮件)\s*-*$`)
+var forwardDashed = lazy(`^-{2,}\s*(forwarded message|weitergeleitete nachricht|message transféré|mensaje reenviado|messaggio inoltrato|doorgestuurd bericht|mensagem encaminhada|mensagem reencaminhada|vidarebefordrat meddelande|videresendt meddelelse|videresendt melding|przekazana wiadomość|wiadomość przekazana dalej|přeposlaná zpráva|пересылаемое сообщение|転送メッセージ|転送されたメッセージ|转发的邮件)\s*-*$`)
 
 // forwardIntro matches "Begin forwarded message:" lines (Apple Mail) and their translations.
-var forwardIntro = regexp.MustCompile(`^(begin forwarded message|forwarded message|anfang der weitergeleiteten nachricht|début du message réexpédié|début du message transféré|inicio del mensaje reenviado|comienzo del mensaje reenviado|inizio messaggio inoltrato|begin doorgestuurd bericht|início da mensagem reencaminhada|início da mensagem encaminhada|vidarebefordrat brev|början på vidarebefordrat brev|videresendt besked|początek przekazywanej wiadomości|転送されたメッセージ|以下为转发的邮件)\s*[:：]?$`)
+var forwardIntro = lazy(`^(begin forwarded message|forwarded message|anfang der weitergeleiteten nachricht|début du message réexpédié|début du message transféré|inicio del mensaje reenviado|comienzo del mensaje reenviado|inizio messaggio inoltrato|begin doorgestuurd bericht|início da mensagem reencaminhada|início da mensagem encaminhada|vidarebefordrat brev|början på vidarebefordrat brev|videresendt besked|początek przekazywanej wiadomości|転送されたメッセージ|以下为转发的邮件)\s*[:：]?$`)
 
 // isForwardMarker reports whether l starts a forwarded message.
 func isForwardMarker(l string) bool {
@@ -32,7 +31,7 @@ func isForwardMarker(l string) bool {
 }
 
 // separator matches the line Outlook puts above its header block.
-var separator = regexp.MustCompile(`^\s*([_]{8,}|[-—]{8,}|[=]{8,})\s*$`)
+var separator = lazy(`^\s*([_]{8,}|[-—]{8,}|[=]{8,})\s*$`)
 
 // isSeparator reports whether l is a bare separator line.
 func isSeparator(l string) bool {

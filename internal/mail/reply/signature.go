@@ -1,7 +1,6 @@
 package reply
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -35,7 +34,7 @@ func cutSigDash(lines []string) (text, sig []string) {
 }
 
 // footerPatterns match a whole mobile or webmail footer line (squashed, link removed).
-var footerPatterns = regexp.MustCompile(`^(` + strings.Join([]string{
+var footerPatterns = lazy(`^(` + strings.Join([]string{
 	`sent from my .{1,60}`,
 	`sent (from|via|with|using) (outlook|yahoo mail|mail for windows|windows mail|mailbox|airmail|spark|typeapp|proton ?mail|aol|gmail|the .{1,40} app|samsung|blackberry|mobile|a phone|my phone|mobile device|\[?mail\]? for windows).{0,60}`,
 	`\S+ from (mobile|my mobile)`,
@@ -70,10 +69,10 @@ var footerPatterns = regexp.MustCompile(`^(` + strings.Join([]string{
 }, "|") + `)$`)
 
 // footerLink is the link Outlook mobile appends to its footer: "Get Outlook for iOS<https://…>".
-var footerLink = regexp.MustCompile(`\s*(<https?://[^>]*>|\(\s*https?://[^)]*\)|https?://\S*)\s*$`)
+var footerLink = lazy(`\s*(<https?://[^>]*>|\(\s*https?://[^)]*\)|https?://\S*)\s*$`)
 
 // markdownLink is "[text](address)", as HTML-to-text tools write links; the text stays.
-var markdownLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+var markdownLink = lazy(`\[([^\]]*)\]\([^)]*\)`)
 
 // isFooter reports whether l is a mobile/webmail footer line, also in the bracketed forms some
 // clients write ("[Sent from my phone]", "(Sent from Mail)").
@@ -94,7 +93,7 @@ func cutFooters(lines []string) (text, footer []string) {
 }
 
 // contactToken matches what signatures are made of: phone numbers, web and mail addresses.
-var contactToken = regexp.MustCompile(`(?i)(https?://\S+|www\.\S+|\S+@\S+\.\S+|\+?\(?\d[\d ()./-]{6,}\d|\b(tel|phone|mobile|mob|fax|cell|t|m|f|p)\b\.?:)`)
+var contactToken = lazy(`(?i)(https?://\S+|www\.\S+|\S+@\S+\.\S+|\+?\(?\d[\d ()./-]{6,}\d|\b(tel|phone|mobile|mob|fax|cell|t|m|f|p)\b\.?:)`)
 
 // maxContactWords is how many words a contact line may have besides its contact tokens.
 const maxContactWords = 5

@@ -1,7 +1,6 @@
 package reply
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -186,7 +185,7 @@ func firstDropped(text string, kept map[string]bool) string {
 }
 
 // delimiter matches a line made of punctuation only: a separator or a lone bullet.
-var delimiter = regexp.MustCompile(`^[\s\-_*=~#+•·—–]+$`)
+var delimiter = lazy(`^[\s\-_*=~#+•·—–]+$`)
 
 // isDelimiter reports whether l is a bare delimiter line.
 func isDelimiter(l string) bool {
