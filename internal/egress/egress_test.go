@@ -215,6 +215,15 @@ func TestModelKeyStaysOutsideTheJob(t *testing.T) {
 	if got := keys(); len(got) != 1 || got[0] != "/v1/messages "+realKey {
 		t.Errorf("the model server got %q, want one request with the real key", got)
 	}
+	// The platform's key calls the model, nothing else of the vendor's API (files, batches).
+	for _, p := range []string{"/v1/files", "/v1/messages/batches", "/v1/messages/../files", "/v1/messages/batches/../../files", "//v1/messages"} {
+		if out, code := e.run(t, s, `curl -sS -f --path-as-is -H "x-api-key: $ANTHROPIC_API_KEY" $ANTHROPIC_BASE_URL`+p, agentEnv...); code == 0 {
+			t.Errorf("%s was served with the platform's key: %s", p, out)
+		}
+	}
+	if got := keys(); len(got) != 1 {
+		t.Errorf("the model server got %q: a request beyond the model calls reached it", got)
+	}
 
 	// The job is over: its token no longer works, not even through another job's session.
 	s.Close()

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -97,6 +98,11 @@ func (s *Session) model(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress: the model API takes the job's token here", http.StatusUnauthorized)
 		return
 	}
+	if m.Key != "" && !modelPath(m, rest) {
+		s.deny(m.Name+" model API /"+rest, "not a model call")
+		http.Error(w, "egress: with the platform's key a job may only call the model (messages, responses, models)", http.StatusForbidden)
+		return
+	}
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(m.Upstream)
 		pr.Out.URL.Path, pr.Out.URL.RawPath = "/"+rest, ""
@@ -109,6 +115,32 @@ func (s *Session) model(w http.ResponseWriter, r *http.Request) {
 		}
 	}, FlushInterval: -1, ModifyResponse: s.countUsage}
 	rp.ServeHTTP(w, r)
+}
+
+// modelCalls are the API paths, under a route's base path, that a job may reach with the
+// platform's key: calling the model and listing models. The rest of the vendor's API (files,
+// batches, fine-tuning, organization and admin endpoints) could reach beyond one job's work, or
+// spend without the proxy seeing it, and is refused.
+// A path ending in "/" admits what lies below it; any other must match exactly (Anthropic's
+// message batches live below v1/messages).
+var modelCalls = map[string][]string{
+	"anthropic": {"v1/messages", "v1/messages/count_tokens", "v1/complete", "v1/models", "v1/models/"},
+	"openai":    {"responses", "chat/completions", "completions", "models", "models/"},
+}
+
+// modelPath reports whether rest (the request's path after the route name) is a model call.
+func modelPath(m Model, rest string) bool {
+	p := path.Clean("/" + rest)
+	sub, ok := strings.CutPrefix(p, m.Path+"/")
+	if !ok || p != "/"+rest {
+		return false // outside the base path, or not in its clean form ("..", "//")
+	}
+	for _, c := range modelCalls[m.Name] {
+		if sub == c || strings.HasSuffix(c, "/") && strings.HasPrefix(sub, c) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Session) route(name string) (Model, bool) {

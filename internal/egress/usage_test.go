@@ -18,18 +18,22 @@ func TestUsageIsCounted(t *testing.T) {
 	t.Parallel()
 	bodies := map[string]string{
 		"/v1/messages": `{"type":"message","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`,
-		"/v1/stream": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
+		"/v1/messages?stream": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
 			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\n\n" +
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":40}}\n\n",
 		"/v1/responses": "data: {\"type\":\"response.created\"}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":1000,\"output_tokens\":300}}}\n\ndata: [DONE]\n\n",
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/messages" {
+		key := r.URL.Path
+		if r.URL.RawQuery != "" {
+			key += "?" + r.URL.RawQuery
+		}
+		if key != "/v1/messages" {
 			w.Header().Set("Content-Type", "text/event-stream")
 		} else {
 			w.Header().Set("Content-Type", "application/json")
 		}
-		body := bodies[r.URL.Path]
+		body := bodies[key]
 		for len(body) > 0 { // in small pieces, as a stream comes
 			n := min(len(body), 17)
 			io.WriteString(w, body[:n])
@@ -53,7 +57,7 @@ func TestUsageIsCounted(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
 	}}}
-	for _, path := range []string{"/anthropic/v1/messages", "/anthropic/v1/stream", "/openai/v1/responses"} {
+	for _, path := range []string{"/anthropic/v1/messages", "/anthropic/v1/messages?stream", "/openai/v1/responses"} {
 		req, _ := http.NewRequest(http.MethodPost, "http://proxy"+path, strings.NewReader("{}"))
 		req.Header.Set("x-api-key", s.Token)
 		resp, err := client.Do(req)
