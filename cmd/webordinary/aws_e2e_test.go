@@ -60,11 +60,11 @@ func TestAWSEndToEnd(t *testing.T) {
 	start := time.Now()
 	e.receive(t, "ses-e2e-1", "m1@example.com", "", "Welcome to our bakery")
 	reply := e.awaitReply(t, "Welcome to our bakery", 90*time.Second)
-	link := between(reply.Body.Text, "http://edit.site.localhost:", "/")
-	if !strings.Contains(reply.Subject, "Our homepage") || link != fmt.Sprint(previewPort) {
-		t.Fatalf("reply %q does not link the preview on port %d:\n%s", reply.Subject, previewPort, reply.Body.Text)
+	host := between(reply.Body.Text, "See the preview: http://", "/")
+	if !strings.Contains(reply.Subject, "Our homepage") || !strings.HasSuffix(host, ".edit.site.localhost:"+fmt.Sprint(previewPort)) {
+		t.Fatalf("reply %q does not link the thread's preview on port %d:\n%s", reply.Subject, previewPort, reply.Body.Text)
 	}
-	if body := fetchPreview(t, "edit.site.localhost:"+link); !strings.Contains(body, "Welcome to our bakery") {
+	if body := fetchPreview(t, host); !strings.Contains(body, "Welcome to our bakery") {
 		t.Fatalf("preview serves %q", body)
 	}
 	n := e.objects(t, e.names.SitesBucket, "sites/")
