@@ -32,6 +32,8 @@ func (s *Session) tunnel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.untrack(down, up)
+	defer down.Close() // whatever happens below (a client that stopped reading fails the write)
+	defer up.Close()
 	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
 		return
 	}

@@ -252,24 +252,37 @@ func (s *Session) Env() []string {
 // platform's, and a tunnel one more): a job cannot exhaust serve's.
 const maxConns = 256
 
-// limitListener accepts at most n connections at a time; Accept waits for one to close.
+// limitListener accepts at most n connections at a time; Accept waits for one to close, or for
+// the listener to close (so that a session whose slots a job holds still closes).
 type limitListener struct {
 	net.Listener
-	slots chan struct{}
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
 }
 
 func limit(ln net.Listener, n int) net.Listener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		<-l.slots
 		return nil, err
 	}
 	return &limitConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+// Close closes the listener and ends a wait in Accept.
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 type limitConn struct {
