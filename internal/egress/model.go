@@ -117,24 +117,28 @@ func (s *Session) model(w http.ResponseWriter, r *http.Request) {
 	rp.ServeHTTP(w, r)
 }
 
-// modelCalls are the API paths, under a route's base path, that a job may reach with the
-// platform's key: calling the model and listing models. The rest of the vendor's API (files,
+// modelCalls are the API paths a job may reach with the platform's key, after the route's base
+// path and an optional "v1/" (Anthropic's base URL is the origin for Claude Code and ends in
+// /v1 for others): calling the model and listing models. The rest of the vendor's API (files,
 // batches, fine-tuning, organization and admin endpoints) could reach beyond one job's work, or
-// spend without the proxy seeing it, and is refused.
-// A path ending in "/" admits what lies below it; any other must match exactly (Anthropic's
-// message batches live below v1/messages).
+// spend where the proxy cannot count it, and is refused. A path ending in "/" admits what lies
+// below it; any other must match exactly (Anthropic's message batches live below messages).
 var modelCalls = map[string][]string{
-	"anthropic": {"v1/messages", "v1/messages/count_tokens", "v1/complete", "v1/models", "v1/models/"},
+	"anthropic": {"messages", "messages/count_tokens", "complete", "models", "models/"},
 	"openai":    {"responses", "chat/completions", "completions", "models", "models/"},
 }
 
 // modelPath reports whether rest (the request's path after the route name) is a model call.
 func modelPath(m Model, rest string) bool {
 	p := path.Clean("/" + rest)
-	sub, ok := strings.CutPrefix(p, m.Path+"/")
-	if !ok || p != "/"+rest {
-		return false // outside the base path, or not in its clean form ("..", "//")
+	if p != "/"+rest {
+		return false // not in its clean form ("..", "//", "/.")
 	}
+	sub, ok := strings.CutPrefix(p, m.Path+"/")
+	if !ok {
+		return false // outside the base path
+	}
+	sub = strings.TrimPrefix(sub, "v1/")
 	for _, c := range modelCalls[m.Name] {
 		if sub == c || strings.HasSuffix(c, "/") && strings.HasPrefix(sub, c) {
 			return true

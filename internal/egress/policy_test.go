@@ -60,3 +60,37 @@ func TestCheckAllow(t *testing.T) {
 		}
 	}
 }
+
+// TestModelPath: with the platform's key, only model calls pass, whatever the base path.
+func TestModelPath(t *testing.T) {
+	t.Parallel()
+	anthropic, _ := AnthropicModel("", "k")
+	anthropicV1, _ := AnthropicModel("https://api.anthropic.com/v1", "k") // opencode's base
+	openai, _ := OpenAIModel("", "k")
+	gateway, _ := OpenAIModel("https://gw.example/openai/v1", "k")
+	cases := []struct {
+		m    Model
+		rest string
+		ok   bool
+	}{
+		{anthropic, "v1/messages", true},
+		{anthropic, "v1/messages/count_tokens", true},
+		{anthropic, "v1/models/claude-x", true},
+		{anthropicV1, "v1/messages", true},
+		{openai, "v1/responses", true},
+		{openai, "v1/chat/completions", true},
+		{gateway, "openai/v1/responses", true},
+		{anthropic, "v1/files", false},
+		{anthropic, "v1/messages/batches", false},
+		{anthropic, "v1/messages/../files", false},
+		{anthropic, "/v1/messages", false},
+		{openai, "v1/files", false},
+		{openai, "responses", false}, // outside the base path /v1
+		{gateway, "v1/responses", false},
+	}
+	for _, c := range cases {
+		if got := modelPath(c.m, c.rest); got != c.ok {
+			t.Errorf("modelPath(%s%s, %q) = %v, want %v", c.m.Upstream, c.m.Path, c.rest, got, c.ok)
+		}
+	}
+}
