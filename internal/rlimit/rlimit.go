@@ -116,6 +116,10 @@ func shim(v string, argv []string) error {
 			return err
 		}
 	}
+	// Without a per-job memory bound (cgroups), a job's processes together may still run the
+	// host short; then the kernel's OOM killer should take the job, not the platform. Raising
+	// one's own score needs no privilege; a kernel without the file just keeps the default.
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	if err := syscall.Exec(argv[0], argv, env); err != nil {
 		return fmt.Errorf("run %s: %w", argv[0], err)
 	}

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 func TestShimLimitsTheCommand(t *testing.T) {
 	t.Parallel()
 	l := rlimit.Limits{Data: 256 << 20, Procs: 77, CPUSeconds: 30, FileSize: 4 << 20}
-	cmd := exec.Command(os.Args[0], "/bin/sh", "-c", `cat /proc/self/limits; echo "[$WO_RLIMITS]"`)
+	cmd := exec.Command(os.Args[0], "/bin/sh", "-c", `cat /proc/self/limits; echo "[$WO_RLIMITS]"; echo "oom $(cat /proc/self/oom_score_adj)"`)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", rlimit.Env(l)}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -30,7 +30,8 @@ func TestShimLimitsTheCommand(t *testing.T) {
 		`Max file size\s+4194304\s+4194304\s`,
 		`Max data size\s+268435456\s+268435456\s`,
 		`Max processes\s+77\s+77\s`,
-		`\[\]`, // the variable is gone
+		`\[\]`,       // the variable is gone
+		`oom 1000\b`, // the OOM killer takes the job before the platform
 	} {
 		if !regexp.MustCompile(want).Match(out) {
 			t.Errorf("the command's limits lack %s:\n%s", want, out)

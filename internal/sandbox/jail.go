@@ -62,6 +62,7 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 		return err
 	}
 	args := append(j.tmpfsArgs(), j.s.base...)
+	args = append(args, j.devArgs()...)
 	args = append(args, j.s.programBinds(prog)...)
 	args = append(args, j.s.selfBinds()...)
 	args = append(args, j.binds()...)

@@ -238,6 +238,17 @@ func (j *Jail) tmpfsArgs() []string {
 	return append(out, "--size", strconv.Itoa(runSize), "--tmpfs", "/run")
 }
 
+// devArgs size /dev/shm (bwrap's /dev is an unsized tmpfs the job could fill with half the
+// host's memory) like /tmp, and make the rest of /dev read-only: the device nodes still work,
+// but no file can be made there.
+func (j *Jail) devArgs() []string {
+	var out []string
+	if tmp := j.limits().Tmp; tmp > 0 {
+		out = append(out, "--size", strconv.FormatInt(tmp, 10))
+	}
+	return append(out, "--tmpfs", "/dev/shm", "--remount-ro", "/dev")
+}
+
 // shimArgs is the program and arguments after bwrap's "--": prog under the rlimit shim (the
 // running binary, bound in the jail by selfBinds) once bwrap has made the job's namespaces.
 // env is the command's environment, with the shim's limits added.

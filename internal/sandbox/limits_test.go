@@ -134,11 +134,16 @@ func TestTmpIsBounded(t *testing.T) {
 	t.Parallel()
 	s, tn := limited(t)
 	j := limitedJail(t, s, tn)
-	for _, dir := range []string{"/tmp", "/var/tmp"} {
+	for _, dir := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
 		out, code := runIn(t, j, tn.ws, `head -c 24M /dev/zero > `+dir+`/fill && echo written`)
 		if code == 0 || strings.Contains(out, "written") || !strings.Contains(out, "No space left") {
 			t.Fatalf("%s: wrote 24 MiB under tmp=16MiB (exit %d): %s", dir, code, out)
 		}
+	}
+	// The rest of /dev takes no files (an unsized tmpfs otherwise), and its devices still work.
+	out, code := runIn(t, j, tn.ws, `echo x > /dev/fill; echo y > /dev/null && echo devices-work`)
+	if strings.Contains(out, "No space") || !strings.Contains(out, "Read-only") || !strings.Contains(out, "devices-work") {
+		t.Fatalf("/dev (exit %d): %s", code, out)
 	}
 }
 
