@@ -84,7 +84,9 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	parts := &mailParts{in: in, outbox: ob, relays: m.relays()}
-	a.warnLoopbackRelay(parts.relays)
+	if err := a.checkLoopbackRelay(parts.relays); err != nil {
+		return nil, err
+	}
 	if m.SESQueue != "" {
 		if parts.ses, err = a.sesInbound(ctx, in.Handle); err != nil {
 			return nil, err

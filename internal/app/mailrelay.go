@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -43,14 +44,21 @@ func (p *mailParts) inspect(ctx context.Context, env intake.Envelope, raw []byte
 	return p.in.Inspect(ctx, env, raw)
 }
 
-// warnLoopbackRelay warns when a trusted relay address is on loopback: a job on this host
-// reaches loopback unless it has a network namespace of its own.
-func (a *App) warnLoopbackRelay(relays intake.Relays) {
+// checkLoopbackRelay refuses a trusted relay address on loopback while this process runs jobs
+// that share the host's network (no sandbox, or no network namespace of their own): such a job
+// could connect from loopback and write the relay's Authentication-Results. With jobs in their
+// own namespaces it only warns (another program on this host could still do it).
+func (a *App) checkLoopbackRelay(relays intake.Relays) error {
 	for _, p := range relays {
-		if p.Addr().IsLoopback() || p.Contains(netip.IPv6Loopback()) || p.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 1})) {
-			a.log.Warn("a trusted mail relay address is on loopback: a job on this host could connect from it and write the relay's Authentication-Results, unless every job runs sandboxed in its own network namespace; list the relay's own address instead",
-				slog.String("relay", p.String()))
-			return
+		if !p.Addr().IsLoopback() && !p.Contains(netip.IPv6Loopback()) && !p.Contains(netip.AddrFrom4([4]byte{127, 0, 0, 1})) {
+			continue
 		}
+		if a.runsJobs() && a.egress == nil {
+			return fmt.Errorf("Mail.TrustedRelays %s is on loopback, and this process runs jobs that share the host's network (%s): a job could connect from it and write the relay's Authentication-Results; list the relay's own address instead, or run jobs sandboxed", p, a.egressWhy)
+		}
+		a.log.Warn("a trusted mail relay address is on loopback: any program on this host can connect from it and write the relay's Authentication-Results; list the relay's own address instead",
+			slog.String("relay", p.String()))
+		return nil
 	}
+	return nil
 }

@@ -2,10 +2,11 @@ package auth
 
 import "strings"
 
-// fromAuthResults takes the evidence from the trusted relay's Authentication-Results headers.
-// Headers with any other authserv-id are ignored. Per method, only the topmost trusted header that
-// reports the method counts: relays prepend, so anything below was in the message before it
-// reached the relay, and may have been written by the sender.
+// fromAuthResults takes the evidence from the trusted relay's Authentication-Results header.
+// Headers with any other authserv-id are ignored, and of the relay's own only the topmost
+// counts: relays prepend, so anything below was in the message before it reached the relay and
+// may have been written by the sender — a "dkim=pass" below a relay header that reports no DKIM
+// result (a relay that only checks SPF) must not fill the gap.
 func fromAuthResults(servID string, msg *message, env Envelope) evidence {
 	ev := newEvidence(msg, "authentication-results:"+servID)
 	ev.relay = servID
@@ -14,10 +15,10 @@ func fromAuthResults(servID string, msg *message, env Envelope) evidence {
 		ev.noRelayHeader = true
 		return ev
 	}
-	picked := topmostPerMethod(trusted)
-	ev.verdict.DKIM = relayDKIM(picked["dkim"])
-	ev.verdict.SPF = relaySPF(picked["spf"], env)
-	ev.relayDMARC, ev.hasRelayDMARC = first(picked["dmarc"], "dmarc")
+	top := trusted[0]
+	ev.verdict.DKIM = relayDKIM(top)
+	ev.verdict.SPF = relaySPF(top, env)
+	ev.relayDMARC, ev.hasRelayDMARC = first(top, "dmarc")
 	ev.dmarc.found = ev.hasRelayDMARC && ev.relayDMARC.result != "none"
 	return ev
 }
@@ -32,19 +33,6 @@ func trustedHeaders(values []string, servID string) []authResults {
 		}
 	}
 	return trusted
-}
-
-// topmostPerMethod maps each method to the first header field that reports it.
-func topmostPerMethod(headers []authResults) map[string]authResults {
-	picked := map[string]authResults{}
-	for _, h := range headers {
-		for _, ri := range h.results {
-			if _, ok := picked[ri.method]; !ok {
-				picked[ri.method] = h
-			}
-		}
-	}
-	return picked
 }
 
 func relayDKIM(h authResults) []DKIMResult {

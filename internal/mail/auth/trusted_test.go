@@ -59,12 +59,12 @@ func TestCheckTrustedRelay(t *testing.T) {
 			wantErr: ErrUnauthenticated, wantDKIM: []string{"none"},
 		},
 		{
-			name: "separate headers per method from one relay are combined",
+			name: "only the relay's topmost header counts: a dkim=pass below it is the sender's",
 			headers: []string{
 				"Authentication-Results: mx.relay.example; spf=fail smtp.mailfrom=example.com",
 				"Authentication-Results: mx.relay.example; dkim=pass header.d=example.com",
 			},
-			wantDKIM: []string{"pass"},
+			wantErr: ErrUnauthenticated, wantDKIM: []string{},
 		},
 		{
 			name:     "OpenDKIM comment with a semicolon",
