@@ -361,7 +361,9 @@ func diskUsage(dirs []string, limit int64) (used int64, entries int, err error) 
 			entries++
 			if fi, err := e.Info(); err == nil {
 				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-					used += st.Blocks * 512
+					// The larger of the blocks and the size: a sparse file takes no blocks
+					// here, but every copy the platform makes of it (a deploy) takes its size.
+					used += max(st.Blocks*512, fi.Size())
 				}
 			}
 			if used > limit || entries > maxDiskEntries {

@@ -182,6 +182,13 @@ func TestDiskIsBounded(t *testing.T) {
 	if !errors.As(err, &le) || le.Key != "disk" {
 		t.Fatalf("36 MiB in files of 12 MiB under disk=32MiB: CheckDisk says %v", err)
 	}
+	// Sparse files take no blocks, but a deploy copies their whole size: they count at it.
+	if out, code = runIn(t, j, tn.ws, `rm f1 f2 f3 && truncate -s 12M s1 s2 s3`); code != 0 {
+		t.Fatalf("making sparse files: exit %d: %s", code, out)
+	}
+	if err := j.CheckDisk(); !errors.As(err, &le) || le.Key != "disk" {
+		t.Fatalf("36 MiB of sparse files under disk=32MiB: CheckDisk says %v", err)
+	}
 }
 
 func TestParseLimits(t *testing.T) {
