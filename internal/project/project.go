@@ -119,6 +119,9 @@ func (p Project) Validate() error {
 	if p.RepoURL == "" {
 		return errors.New("project needs a repository: --repo URL (https://..., ssh://..., git@host:path or a local path)")
 	}
+	if u, err := url.Parse(p.RepoURL); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.User != nil {
+		return errors.New("--repo carries a user or password in its URL, which every job could read from the workspace's git config: give the URL without it and the token as WO_GIT_TOKEN in serve's and the workers' environment")
+	}
 	switch p.Agent.Kind {
 	case "claude", "codex", "opencode":
 	case "command":

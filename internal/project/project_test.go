@@ -46,3 +46,20 @@ func TestJobLimits(t *testing.T) {
 		t.Fatalf("limits too small: %v", err)
 	}
 }
+
+// TestRepoURLCarriesNoCredentials: a token in the repository's URL would sit in the
+// workspace's git config, which every job reads; it is refused with the way to give it.
+func TestRepoURLCarriesNoCredentials(t *testing.T) {
+	t.Parallel()
+	for _, repo := range []string{"https://bot:ghp_secret@github.com/acme/site.git", "http://user@git.example/site.git"} {
+		p := project.Project{ID: "site", RepoURL: repo}.WithDefaults()
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "WO_GIT_TOKEN") {
+			t.Errorf("%s: %v, want a refusal naming WO_GIT_TOKEN", repo, err)
+		}
+	}
+	for _, repo := range []string{"https://github.com/acme/site.git", "git@github.com:acme/site.git", "ssh://git@host/site.git", "/srv/site.git"} {
+		if err := (project.Project{ID: "site", RepoURL: repo}.WithDefaults()).Validate(); err != nil {
+			t.Errorf("%s: %v", repo, err)
+		}
+	}
+}
