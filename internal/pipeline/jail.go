@@ -15,15 +15,18 @@ import (
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
-// agentDir and homeDir are the tenant's agent state and home: the only state a job writes
-// besides its workspace.
-func (r *run) agentDir() string { return filepath.Join(r.state, "agent") }
-func (r *run) homeDir() string  { return filepath.Join(r.state, "home") }
+// agentDir and homeDir are the tenant's agent state and home, buildHomeDir the home of its
+// installs and builds (npm's cache): the only state a job writes besides its workspace. The
+// build gets a home of its own so that a package's install script can neither read the agent's
+// credentials nor plant settings or hooks that the agent would run in later turns.
+func (r *run) agentDir() string     { return filepath.Join(r.state, "agent") }
+func (r *run) homeDir() string      { return filepath.Join(r.state, "home") }
+func (r *run) buildHomeDir() string { return filepath.Join(r.state, "buildhome") }
 
 // own gives the job's user the workspace (the platform's git wrote it) and its state dirs.
 func (r *run) own() error {
 	sb := r.p.cfg.Sandbox
-	for _, d := range []string{r.agentDir(), r.homeDir()} {
+	for _, d := range []string{r.agentDir(), r.homeDir(), r.buildHomeDir()} {
 		if err := sb.MkdirOwned(d); err != nil {
 			return fmt.Errorf("job state %s: %w", d, err)
 		}
@@ -31,11 +34,11 @@ func (r *run) own() error {
 	return sb.Own(r.ws.Dir)
 }
 
-// jail is the sandbox of this job's processes: its workspace (with .git read-only), agent
-// state and home; no network when offline.
+// jail is the sandbox of this job's installs and builds: its workspace (with .git read-only)
+// and the build's home, not the agent's state; no network when offline.
 func (r *run) jail(offline bool) *sandbox.Jail {
 	return r.p.cfg.Sandbox.Jail(sandbox.Spec{
-		Writable:  []string{r.ws.Dir, r.agentDir(), r.homeDir()},
+		Writable:  []string{r.ws.Dir, r.buildHomeDir()},
 		ReadOnly:  []string{filepath.Join(r.ws.Dir, ".git")},
 		NoNetwork: offline,
 		Limits:    r.limits(),
@@ -69,7 +72,7 @@ func (r *run) vars() []jobenv.Var {
 // and the passed variables, never the platform's environment.
 func (r *run) buildConfig() build.Config {
 	names := append(slices.Clone(jobenv.Base), jobenv.Build...)
-	env := append(jobenv.Environ(os.LookupEnv, names, r.vars()), "HOME="+r.homeDir())
+	env := append(jobenv.Environ(os.LookupEnv, names, r.vars()), "HOME="+r.buildHomeDir())
 	if r.egress != nil {
 		env = jobenv.Dedup(append(env, r.egress.Env()...))
 	}
