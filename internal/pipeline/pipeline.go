@@ -135,8 +135,9 @@ func (p *Pipeline) Process(ctx context.Context, task worker.Task) (worker.Outcom
 	if err := r.openEgress(); err != nil {
 		return worker.Outcome{Summary: err.Error()}, err
 	}
+	defer r.closeEgress() // also if execute panics (Close is idempotent)
 	out, err := r.execute(ctx)
-	r.closeEgress()
+	r.closeEgress() // the job's network ends with its work, before its state is saved
 	r.saveState(ctx)
 	return out, err
 }
