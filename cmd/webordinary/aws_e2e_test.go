@@ -53,7 +53,7 @@ func TestAWSEndToEnd(t *testing.T) {
 	c.api, _ = waitReady(t, ready)
 	c.start(append([]string{"worker", "--engine", e.engineURL, "--data", filepath.Join(dir, "data"), "--workers", "1",
 		"--log-level", "warn"}, awsFlags...)...)
-	agent := `sed -i "s|Hello|$WO_INSTRUCTION|" index.html && echo "The heading now says: $WO_INSTRUCTION"`
+	agent := `sed -i "s|<h1>[^<]*</h1>|<h1>$WO_INSTRUCTION</h1>|" index.html && echo "The heading now says: $WO_INSTRUCTION"`
 	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "command",
 		"--agent-command", agent, "--sender", "alice@example.com=alice")
 
@@ -75,11 +75,11 @@ func TestAWSEndToEnd(t *testing.T) {
 		time.Since(start).Round(10*time.Millisecond), reply.Subject, reply.MessageID, n)
 
 	// SES gave our reply its own Message-ID; alice's answer names only that one.
-	branch := between(reply.Body.Text, "Branch ", ",")
+	// The thread shows in its preview's host name (<thread>.edit.<project>…).
 	e.receive(t, "ses-e2e-2", "m2@example.com", "In-Reply-To: <"+reply.MessageID+"@"+sesDomain+">\r\n", "Now a bold tagline")
 	second := e.awaitReply(t, "Now a bold tagline", 90*time.Second)
-	if got := between(second.Body.Text, "Branch ", ","); branch == "" || got != branch {
-		t.Fatalf("the answer to SES's Message-ID went to branch %q, want the thread's %q:\n%s", got, branch, second.Body.Text)
+	if got := between(second.Body.Text, "See the preview: http://", "/"); got != host {
+		t.Fatalf("the answer to SES's Message-ID went to the preview %q, want the thread's %q:\n%s", got, host, second.Body.Text)
 	}
 }
 
