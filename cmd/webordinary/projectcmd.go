@@ -75,7 +75,7 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.StringVar(&p.Agent.Command, "agent-command", "", "for --agent command: the shell command; otherwise an optional path to the agent's binary")
 	fs.StringVar(&p.Agent.Model, "model", "", "agent model")
 	fs.IntVar(&p.Agent.MaxTurns, "max-turns", 30, "agent turn limit (claude)")
-	fs.Float64Var(&p.Agent.MaxBudgetUSD, "max-budget-usd", 2, "agent spending limit per job (claude)")
+	fs.Float64Var(&p.Agent.MaxBudgetUSD, "max-budget-usd", 2, "agent spending limit per job, in US dollars at list prices: claude's own flag, and the egress proxy refuses any agent's model calls past it")
 	fs.DurationVar(&p.Agent.WallClock, "agent-timeout", 30*time.Minute, "stop an agent run after this long")
 	fs.DurationVar(&p.Agent.NoOutput, "agent-silence", 10*time.Minute, "stop an agent that prints nothing for this long")
 	fs.StringVar(&p.Agent.BaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) for this project's agent: claude ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode the model provider's baseURL; default: the server's --agent-base-url, else the vendor's")

@@ -54,7 +54,8 @@ type Spec struct {
 	Model string
 	// MaxTurns is claude's --max-turns (0 = unset). Other kinds ignore it.
 	MaxTurns int
-	// MaxBudgetUSD is claude's --max-budget-usd (0 = unset). Other kinds ignore it.
+	// MaxBudgetUSD is claude's --max-budget-usd (0 = unset). Other kinds ignore it here; the
+	// egress proxy holds every kind to it (egress.Policy.MaxCostUSD).
 	MaxBudgetUSD float64
 	// WallClock bounds the whole run (watchdog). Default 30m.
 	WallClock time.Duration

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -98,6 +99,11 @@ func (s *Session) model(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress: the model API takes the job's token here", http.StatusUnauthorized)
 		return
 	}
+	if spent, over := s.overBudget(); over {
+		s.deny(m.Name+" model API", "over the job's budget")
+		http.Error(w, fmt.Sprintf("egress: this job has used its model budget ($%.2f of $%.2f); it may not call the model again", spent, s.policy.MaxCostUSD), http.StatusPaymentRequired)
+		return
+	}
 	if m.Key != "" && !modelPath(m, rest) {
 		s.deny(m.Name+" model API /"+rest, "not a model call")
 		http.Error(w, "egress: with the platform's key a job may only call the model (messages, responses, models)", http.StatusForbidden)
@@ -113,7 +119,7 @@ func (s *Session) model(w http.ResponseWriter, r *http.Request) {
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Set(m.Header, credential(m))
 		}
-	}, FlushInterval: -1, ModifyResponse: s.countUsage}
+	}, FlushInterval: -1, ModifyResponse: s.countUsage(m.Name)}
 	rp.ServeHTTP(w, r)
 }
 

@@ -23,6 +23,9 @@ type Policy struct {
 	Private []string
 	// Models are the model routes the job's agent uses through the proxy.
 	Models []Model
+	// MaxCostUSD stops the job's model calls once what they cost at list prices (Usage.CostUSD)
+	// reaches it: the next call is refused (402), whatever the agent. 0: no budget.
+	MaxCostUSD float64
 }
 
 func (p Policy) normalized() Policy {

@@ -17,6 +17,8 @@ type Usage struct {
 	OutputTokens int64 `json:"outputTokens"`
 	// Requests counts the model requests forwarded.
 	Requests int64 `json:"requests"`
+	// CostUSD is what those tokens cost at list prices (see prices.go).
+	CostUSD float64 `json:"costUsd"`
 }
 
 // Usage is what the session's model requests used so far.
@@ -35,14 +37,17 @@ func (s *Session) addUsage(u Usage) {
 	s.usage.InputTokens += u.InputTokens
 	s.usage.OutputTokens += u.OutputTokens
 	s.usage.Requests += u.Requests
+	s.usage.CostUSD += u.CostUSD
 }
 
 // countUsage makes resp's body report the usage it carries when it is read to its end or
 // closed.
-func (s *Session) countUsage(resp *http.Response) error {
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &usageReader{rc: resp.Body, sse: mt == "text/event-stream", done: s.addUsage}
-	return nil
+func (s *Session) countUsage(route string) func(*http.Response) error {
+	return func(resp *http.Response) error {
+		mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		resp.Body = &usageReader{rc: resp.Body, sse: mt == "text/event-stream", route: route, done: s.addUsage}
+		return nil
+	}
 }
 
 // maxUsageDoc bounds what a JSON response's usage is looked for in.
@@ -54,11 +59,16 @@ const maxUsageDoc = 4 << 20
 type usageReader struct {
 	rc    io.ReadCloser
 	sse   bool
+	route string
 	buf   bytes.Buffer
-	max   Usage
+	max   tokens
+	model string
 	done  func(Usage)
 	ended bool
 }
+
+// tokens are one response's counts by kind, for its cost.
+type tokens struct{ input, cacheWrite, cacheRead, output int64 }
 
 func (u *usageReader) Read(p []byte) (int, error) {
 	n, err := u.rc.Read(p)
@@ -103,19 +113,23 @@ func (u *usageReader) end() {
 	if !u.sse {
 		u.note(u.buf.Bytes())
 	}
-	u.max.Requests = 1
-	u.done(u.max)
+	t := u.max
+	u.done(Usage{InputTokens: t.input + t.cacheWrite + t.cacheRead, OutputTokens: t.output, Requests: 1,
+		CostUSD: priceOf(u.route, u.model).cost(t)})
 }
 
 // usageDoc finds the usage in the shapes the APIs send: top level (a message, a chat
 // completion, Anthropic's message_delta), in message (message_start) or in response
 // (OpenAI's response.completed).
 type usageDoc struct {
+	Model   string    `json:"model"`
 	Usage   *apiUsage `json:"usage"`
 	Message *struct {
+		Model string    `json:"model"`
 		Usage *apiUsage `json:"usage"`
 	} `json:"message"`
 	Response *struct {
+		Model string    `json:"model"`
 		Usage *apiUsage `json:"usage"`
 	} `json:"response"`
 }
@@ -134,13 +148,34 @@ func (u *usageReader) note(doc []byte) {
 	if len(doc) == 0 || doc[0] != '{' || json.Unmarshal(doc, &d) != nil {
 		return
 	}
+	for _, m := range []string{d.Model, msgModel(d), respModel(d)} {
+		if m != "" {
+			u.model = m
+		}
+	}
 	for _, a := range []*apiUsage{d.Usage, msgUsage(d), respUsage(d)} {
 		if a == nil {
 			continue
 		}
-		u.max.InputTokens = max(u.max.InputTokens, a.InputTokens+a.CacheCreationInputTokens+a.CacheReadInputTokens+a.PromptTokens)
-		u.max.OutputTokens = max(u.max.OutputTokens, a.OutputTokens+a.CompletionTokens)
+		u.max.input = max(u.max.input, a.InputTokens+a.PromptTokens)
+		u.max.cacheWrite = max(u.max.cacheWrite, a.CacheCreationInputTokens)
+		u.max.cacheRead = max(u.max.cacheRead, a.CacheReadInputTokens)
+		u.max.output = max(u.max.output, a.OutputTokens+a.CompletionTokens)
 	}
+}
+
+func msgModel(d usageDoc) string {
+	if d.Message == nil {
+		return ""
+	}
+	return d.Message.Model
+}
+
+func respModel(d usageDoc) string {
+	if d.Response == nil {
+		return ""
+	}
+	return d.Response.Model
 }
 
 func msgUsage(d usageDoc) *apiUsage {
@@ -155,4 +190,19 @@ func respUsage(d usageDoc) *apiUsage {
 		return nil
 	}
 	return d.Response.Usage
+}
+
+// overBudget reports whether the session has spent its budget, and what it spent.
+func (s *Session) overBudget() (float64, bool) {
+	u := s.Usage()
+	return u.CostUSD, s.policy.MaxCostUSD > 0 && u.CostUSD >= s.policy.MaxCostUSD
+}
+
+// OverBudget reports whether the job's model calls reached Policy.MaxCostUSD (and were then
+// refused), and what they cost.
+func (s *Session) OverBudget() (spent float64, over bool) {
+	if s == nil {
+		return 0, false
+	}
+	return s.overBudget()
 }

@@ -3,6 +3,7 @@ package egress_test
 import (
 	"context"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,11 +18,11 @@ import (
 func TestUsageIsCounted(t *testing.T) {
 	t.Parallel()
 	bodies := map[string]string{
-		"/v1/messages": `{"type":"message","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`,
-		"/v1/messages?stream": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
+		"/v1/messages": `{"type":"message","model":"claude-sonnet-4-5","usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7}}`,
+		"/v1/messages?stream": "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
 			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\n\n" +
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":40}}\n\n",
-		"/v1/responses": "data: {\"type\":\"response.created\"}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":1000,\"output_tokens\":300}}}\n\ndata: [DONE]\n\n",
+		"/v1/responses": "data: {\"type\":\"response.created\"}\n\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"gpt-5-mini\",\"usage\":{\"input_tokens\":1000,\"output_tokens\":300}}}\n\ndata: [DONE]\n\n",
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Path
@@ -49,7 +50,7 @@ func TestUsageIsCounted(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	a, _ := egress.AnthropicModel(srv.URL, "real")
 	o, _ := egress.OpenAIModel(srv.URL+"/v1", "real")
-	s, err := p.Open(egress.Policy{Models: []egress.Model{a, o}})
+	s, err := p.Open(egress.Policy{Models: []egress.Model{a, o}, MaxCostUSD: 0.001})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestUsageIsCounted(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
 	}}}
-	for _, path := range []string{"/anthropic/v1/messages", "/anthropic/v1/messages?stream", "/openai/v1/responses"} {
+	call := func(path string) int {
 		req, _ := http.NewRequest(http.MethodPost, "http://proxy"+path, strings.NewReader("{}"))
 		req.Header.Set("x-api-key", s.Token)
 		resp, err := client.Do(req)
@@ -66,12 +67,26 @@ func TestUsageIsCounted(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: %s", path, resp.Status)
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/anthropic/v1/messages", "/anthropic/v1/messages?stream", "/openai/v1/responses"} {
+		if code := call(path); code != 200 {
+			t.Fatalf("%s: %d", path, code)
 		}
 	}
-	want := egress.Usage{InputTokens: 15 + 100 + 1000, OutputTokens: 7 + 40 + 300, Requests: 3}
-	if got := s.Usage(); got != want {
-		t.Errorf("usage %+v, want %+v", got, want)
+	// At list prices: sonnet (10 + 5 cache reads at a tenth) in, 7 out; haiku 100 in, 40 out;
+	// gpt-5-mini 1,000 in, 300 out.
+	cost := (10.5*3+7*15)/1e6 + (100*1+40*5)/1e6 + (1000*0.25+300*2)/1e6
+	got := s.Usage()
+	if want := (egress.Usage{InputTokens: 15 + 100 + 1000, OutputTokens: 7 + 40 + 300, Requests: 3}); got.InputTokens != want.InputTokens ||
+		got.OutputTokens != want.OutputTokens || got.Requests != want.Requests || math.Abs(got.CostUSD-cost) > 1e-12 {
+		t.Errorf("usage %+v, want %+v costing $%.7f", got, want, cost)
+	}
+	// The budget ($0.001) is spent: the next model call is refused, whatever the agent.
+	if code := call("/openai/v1/responses"); code != http.StatusPaymentRequired {
+		t.Errorf("a call over the budget: %d, want 402", code)
+	}
+	if spent, over := s.OverBudget(); !over || spent < 0.001 {
+		t.Errorf("OverBudget = $%v, %v", spent, over)
 	}
 }

@@ -57,7 +57,7 @@ func (r *run) egressPolicy() egress.Policy {
 		allow = append(allow, hostOf(realBase(spec, "anthropic")))
 	}
 	allow = append(append(allow, r.p.cfg.EgressAllow...), r.proj.EgressAllow...)
-	return egress.Policy{Allow: allow, Models: r.models()}
+	return egress.Policy{Allow: allow, Models: r.models(), MaxCostUSD: r.proj.Agent.MaxBudgetUSD}
 }
 
 // subscription reports whether a claude agent uses the shared subscription login

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,11 +12,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/worker"
 )
 
 // TestJobNetworkIsItsOwn runs a job whose agent attacks: it reaches for a service on the
@@ -147,4 +150,42 @@ func keyRecorder(t *testing.T) (*httptest.Server, func() []string) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), keys...) }
+}
+
+// TestAnyAgentStopsAtItsBudget: whatever the agent (here a command, which has no budget flag
+// of its own), the proxy refuses its model calls once they cost the project's
+// --max-budget-usd, and the job fails for that reason, for good.
+func TestAnyAgentStopsAtItsBudget(t *testing.T) {
+	if out, err := exec.Command("bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s)", err, out)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("SKIPPED: no curl to play the agent with")
+	}
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-platform-real-key")
+	var calls atomic.Int64
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json") // $0.0675 a call at opus's list price
+		io.WriteString(w, `{"type":"message","model":"claude-opus-4-1","usage":{"input_tokens":1000,"output_tokens":700}}`)
+	}))
+	t.Cleanup(model.Close)
+	script := `for i in $(seq 100); do curl -sS -f -H "x-api-key: $ANTHROPIC_API_KEY" -d '{}' "$ANTHROPIC_BASE_URL/v1/messages" || exit 1; done`
+	f := setupConfig(t, site, func(p *project.Project) {
+		p.Agent = project.AgentSpec{Kind: "command", Command: script, MaxBudgetUSD: 0.2}
+	}, func(c *pipelineConfig) {
+		proxy, err := egress.New(egress.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { proxy.Close() })
+		c.Sandbox, c.Egress, c.AgentBaseURL = jobSandbox(t, c), proxy, model.URL
+	})
+	out, err := f.run(task("t1", "spend"))
+	if !errors.Is(err, worker.ErrPermanent) || !strings.Contains(err.Error(), "budget") || !strings.Contains(err.Error(), "--max-budget-usd") {
+		t.Fatalf("job: %v (%+v), want a permanent failure naming the budget", err, out.Summary)
+	}
+	if n := calls.Load(); n != 3 { // $0.0675, $0.135, $0.2025: the fourth is refused
+		t.Errorf("the model served %d calls, want 3 within a $0.20 budget", n)
+	}
 }

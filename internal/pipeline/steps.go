@@ -82,6 +82,10 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 	if lerr := overLimit(req.Jail, res); lerr != nil && err == nil {
 		err = lerr
 	}
+	if spent, over := r.egress.OverBudget(); over && !res.OK && err == nil {
+		err = fmt.Errorf("agent: the job's model calls reached its budget, $%.2f of $%.2f at list prices (raise it with `webordinary project update %s --max-budget-usd N`)",
+			spent, r.proj.Agent.MaxBudgetUSD, r.proj.ID)
+	}
 	r.saveSession(ctx, spec.Kind, res.Session)
 	if serr := r.stageWork(ctx); serr != nil && err == nil {
 		return fmt.Errorf("stage the agent's changes: %w", serr)

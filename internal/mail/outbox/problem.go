@@ -24,6 +24,7 @@ const (
 	ProblemSize    Problem = "size"    // an attachment or the message was too large
 	ProblemSetup   Problem = "setup"   // the machine lacks something the agent needs: retrying cannot help (operator)
 	ProblemLimit   Problem = "limit"   // the job went over its memory, process, CPU or disk limit (operator)
+	ProblemBudget  Problem = "budget"  // the agent's model calls reached the job's budget (operator)
 )
 
 // problemWords are the (lower-case) words of an error that put it in a class, checked in order.
@@ -31,7 +32,8 @@ var problemWords = []struct {
 	p     Problem
 	words []string
 }{
-	{ProblemLimit, []string{"--job-limits"}}, // sandbox.LimitError says how to raise the limit
+	{ProblemLimit, []string{"--job-limits"}},      // sandbox.LimitError says how to raise the limit
+	{ProblemBudget, []string{"--max-budget-usd"}}, // the pipeline's budget error says how to raise it
 	{ProblemModel, []string{"model service", "overloaded", "rate limit", "rate_limit", "too many requests", "service unavailable", "no such host", "connection refused", "connection reset"}},
 	{ProblemTimeout, []string{"limit:", "deadline exceeded", "timed out", "timeout"}},
 	{ProblemSave, []string{"git push", "push:", "push rejected"}},
@@ -85,6 +87,8 @@ var problemAdvice = map[Problem]advice{
 		"You don't need to change or rephrase anything: it is being looked at. Once it is fixed, reply to this email to try again.", true},
 	ProblemLimit: {"Your edit needed more memory, processes or disk space than this service allows for one edit, so I stopped it. Nothing on your site was changed.",
 		"A smaller change may fit; otherwise, once the limit is raised, reply to this email to try again.", true},
+	ProblemBudget: {"Your edit needed more of the AI service than this site allows for one edit, so I stopped it. Nothing on your site was changed.",
+		"A smaller change, or the change in steps, may fit; otherwise, once the allowance is raised, reply to this email to try again.", true},
 	ProblemSize: {"Your email or one of its attachments was too large for me to use.",
 		"Send smaller files (or fewer at once) and I'll try again.", false},
 }
