@@ -141,3 +141,22 @@ func TestBuildCannotTouchTheAgentsState(t *testing.T) {
 		t.Fatalf("the build wrote into the agent's state: %v", planted)
 	}
 }
+
+// TestBuildOutputLinkIsNotPublished: a build whose output folder is a link — to the repository
+// itself (its .git would be published) or to the host's root — publishes nothing and fails
+// saying why.
+func TestBuildOutputLinkIsNotPublished(t *testing.T) {
+	t.Parallel()
+	for _, target := range []string{".", "/"} {
+		f := setup(t, site, func(p *project.Project) {
+			p.BuildCommand, p.OutputDir = "rm -rf dist && ln -s "+target+" dist", "dist"
+		})
+		out, err := f.run(task("t1", "replace Hello with Hi there in index.html"))
+		if !errors.Is(err, worker.ErrPermanent) || !strings.Contains(err.Error(), "dist is a symbolic link") {
+			t.Errorf("dist -> %s: %v (%+v), want a permanent failure naming the link", target, err, out.Summary)
+		}
+		if len(out.Report.PreviewURLs) > 0 {
+			t.Errorf("dist -> %s: published %v", target, out.Report.PreviewURLs)
+		}
+	}
+}

@@ -298,18 +298,28 @@ func copyIn(ctx context.Context, tree *hostile.Tree, name, dst string) error {
 // insideRepo refuses a build output that resolves outside the working tree or into .git: the
 // job controls the tree, and `dist` could be a symlink to the platform's data directory.
 func (r *run) insideRepo(dir string) error {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return fmt.Errorf("%w: build output: %w", worker.ErrPermanent, err)
+	rel, err := filepath.Rel(r.ws.Dir, dir)
+	if err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return fmt.Errorf("%w: the build output %s is not inside the site's repository; nothing was published", worker.ErrPermanent, r.proj.OutputDir)
 	}
-	repo, err := filepath.EvalSymlinks(r.ws.Dir)
+	if rel == ".git" || strings.HasPrefix(rel, ".git"+string(filepath.Separator)) {
+		return fmt.Errorf("%w: the build output %s is the repository's .git; nothing was published", worker.ErrPermanent, r.proj.OutputDir)
+	}
+	t, err := hostile.Open(r.ws.Dir)
 	if err != nil {
 		return err
 	}
-	inside := func(p, root string) bool { return p == root || strings.HasPrefix(p, root+string(filepath.Separator)) }
-	if !inside(real, repo) || inside(real, filepath.Join(repo, ".git")) {
-		return fmt.Errorf("%w: the build output %s leads outside the site's repository (to %s); nothing was published",
-			worker.ErrPermanent, r.proj.OutputDir, real)
+	defer t.Close()
+	// No link on the way and none at the end (dist -> . would publish .git, dist -> / the
+	// host): the job's build made the tree, and the platform resolves nothing in it.
+	fi, err := t.Lstat(rel)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: build output: %w", worker.ErrPermanent, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%w: the build output %s %w", worker.ErrPermanent, filepath.ToSlash(rel), hostile.ErrSymlink)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: the build output %s is not a directory; nothing was published", worker.ErrPermanent, filepath.ToSlash(rel))
 	}
 	return nil
 }
