@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -219,11 +220,12 @@ func (s *Session) dial(ctx context.Context, hostport string) (net.Conn, error) {
 		return nil, fmt.Errorf("egress: resolve %s: %w", host, err)
 	}
 	private := s.policy.privateOK(host, port)
+	own := hostAddrs()
 	d := net.Dialer{Timeout: s.p.cfg.DialTimeout}
 	var last error = fmt.Errorf("%w: %s resolves only to non-public addresses", errDenied, hostport)
 	for _, a := range addrs {
-		if !public(a) && !private {
-			continue
+		if (!public(a) || own[a]) && !private {
+			continue // the host's own public address reaches its services from inside its firewall
 		}
 		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port))
 		if err == nil {
@@ -295,4 +297,19 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// hostAddrs are this host's own interface addresses (looked up at each dial: they change).
+func hostAddrs() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return out
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out[p.Addr().Unmap()] = true
+		}
+	}
+	return out
 }
