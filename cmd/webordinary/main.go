@@ -25,7 +25,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"send":       runSend,
 	"project":    runProject,
 	"mail":       runMail,
-	// reference prints the flag reference that README.md embeds (kept true by a test).
+	// reference prints the flag reference that docs/REFERENCE.md holds (kept true by a test).
 	"reference": runReference,
 	"status":    runStatus,
 	"job":       runJob,

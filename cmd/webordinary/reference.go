@@ -8,7 +8,7 @@ import (
 	"os"
 )
 
-// referenceCommands are the commands whose flags the README's configuration reference lists.
+// referenceCommands are the commands whose flags docs/REFERENCE.md lists.
 var referenceCommands = []struct {
 	name string
 	run  func(context.Context, []string) error
