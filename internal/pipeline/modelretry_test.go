@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/mail"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +44,10 @@ func (f *fixture) apiErrorRuns(t *testing.T) []time.Time {
 // retry-after after the one turned away.
 func TestModelBusyIsRetriedHonouringRetryAfter(t *testing.T) {
 	t.Parallel()
-	f := setup(t, site, nil)
+	var logs syncBuffer
+	f := setupConfig(t, site, nil, func(c *pipelineConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
 	out, err := f.run(task("t1", "api-error 429 1 2\nreplace Hello with Open today in index.html"))
 	if err != nil {
 		t.Fatalf("job: %v (%+v)", err, out)
@@ -53,6 +58,10 @@ func TestModelBusyIsRetriedHonouringRetryAfter(t *testing.T) {
 	runs := f.apiErrorRuns(t)
 	if len(runs) != 3 {
 		t.Fatalf("%d agent runs; want 3 (two turned away, one served)", len(runs))
+	}
+	// The operator hears at the first turn-away, not only when the job gives up.
+	if got := logs.String(); strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, "operator attention: the model service turned the agent away") {
+		t.Errorf("warnings: want one, at the first turn-away:\n%s", got)
 	}
 	for i := 1; i < len(runs); i++ {
 		if gap := runs[i].Sub(runs[i-1]); gap < time.Second {
@@ -153,4 +162,22 @@ func TestSharedClaudeLogin(t *testing.T) {
 	if !errors.Is(err, worker.ErrPermanent) || outbox.ProblemOf(err.Error()) != outbox.ProblemModel {
 		t.Fatalf("expired login: %v; want a permanent model-service failure", err)
 	}
+}
+
+// syncBuffer is a buffer a logger may write to from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

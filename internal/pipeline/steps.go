@@ -144,8 +144,12 @@ func (r *run) runAgentRetrying(ctx context.Context, spec agent.Spec, req agent.R
 				slog.Duration("waited", r.modelWait), slog.Duration("next", wait), slog.String("error", res.Error))
 			return res, nil
 		}
-		r.log.InfoContext(ctx, "model service turned the agent away; running it again", slog.Duration("after", wait),
-			slog.Int("retry", r.modelRetries+1), slog.String("error", res.Error))
+		level := slog.LevelInfo
+		if r.modelRetries == 0 { // the operator hears at once, not only when the job gives up
+			level = slog.LevelWarn
+		}
+		r.log.Log(ctx, level, "operator attention: the model service turned the agent away; running it again", slog.Duration("after", wait),
+			slog.Int("retry", r.modelRetries+1), slog.Duration("budget", r.p.cfg.ModelRetryBudget), slog.String("error", res.Error))
 		if retry.Sleep(ctx, wait) != nil {
 			return res, nil
 		}
