@@ -49,11 +49,13 @@ func (j *Jail) egress() *Egress {
 }
 
 // egressProgram is the program bwrap runs: the bridge, which then runs prog with args, when the
-// job is behind the proxy; prog itself otherwise.
+// job is behind the proxy; prog itself otherwise. Where webordinary's binary cannot be shown in
+// the jail (selfPath is empty), there is no bridge: the job keeps its empty network namespace
+// and has no network at all, rather than a bridge path that does not exist.
 func (j *Jail) egressProgram(prog string, args []string) []string {
 	e := j.egress()
-	self, err := os.Executable()
-	if e == nil || err != nil {
+	self := j.s.selfPath()
+	if e == nil || self == "" {
 		return append([]string{prog}, args...)
 	}
 	return append([]string{self, bridgeArg, jailSocket, strconv.Itoa(e.Port), prog}, args...)
