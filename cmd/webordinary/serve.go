@@ -43,7 +43,7 @@ func parseServe(args []string) (*serveFlags, error) {
 	fs.BoolVar(&c.NoSync, "no-sync", false, "do not fsync every write (faster; a power loss may lose the last accepted jobs)")
 	fs.DurationVar(&c.ReconcileEvery, "reconcile", router.DefaultReconcileEvery, "reconciler period")
 	fs.StringVar((*string)(&c.InterruptPolicy), "interrupt-policy", string(router.PolicyInterrupt), "what a new instruction on a thread does to that thread's running job, for projects that do not set their own: interrupt or queue (another thread's instruction always waits)")
-	fs.StringVar(&c.PublicURL, "public-url", "", "the dashboard's address as people reach it, for job links in replies; its host is the only non-loopback Host name the dashboard and API answer to (default http://<--http>)")
+	fs.StringVar(&c.PublicURL, "public-url", "", "the dashboard's address as people reach it, for the signed publish links in replies; its host is the only non-loopback Host name the dashboard and API answer to (default http://<--http>)")
 	fs.StringVar(&c.Token, "dashboard-token", "", "token required by the dashboard and API (default: generated once into <data>/secrets/api-token)")
 	fs.StringVar(&c.ReadyFile, "ready-file", "", "when ready, write {\"api\":URL,\"nats\":URL} to this file (for scripts and supervisors)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", app.DefaultShutdownTimeout, "bound on the whole shutdown (at least --shutdown-grace + 5s)")

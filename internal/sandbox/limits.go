@@ -25,7 +25,8 @@ type Limits struct {
 	// CPU bounds each process's CPU time (RLIMIT_CPU); unset, the job's timeout bounds its
 	// wall time.
 	CPU time.Duration
-	// Disk bounds the job's writable directories (workspace, agent state, home), checked after
+	// Disk bounds the job's writable directories (the workspace and the process's state: the
+	// agent's state and home, or the build's home), checked after
 	// each process, and the size of any one file it writes (RLIMIT_FSIZE, enforced).
 	Disk int64
 	// Tmp is the size of each of the job's RAM-backed /tmp and /var/tmp (enforced: ENOSPC).

@@ -334,3 +334,22 @@ func TestComposeQuotesTheInstructionBack(t *testing.T) {
 		})
 	}
 }
+
+// TestLeftOutIsListedWhateverTheSummary: what the platform would not save is listed on its own,
+// so a long summary, cut for the owner, cannot drop it.
+func TestLeftOutIsListedWhateverTheSummary(t *testing.T) {
+	t.Parallel()
+	r := sampleReply()
+	r.Summary = strings.Repeat("I changed a great many things on the site. ", 40) + "\n\nLeft out of the commit: sub/ (a git repository inside your site)."
+	r.LeftOut = []string{"sub/ (a git repository inside your site)"}
+	msg, err := Compose(r, newClock().Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, msg)
+	for _, part := range []string{p.Text, p.HTML} {
+		if strings.Count(part, "sub/ (a git repository inside your site)") != 1 || !strings.Contains(part, "I left these out of what I saved") {
+			t.Errorf("the reply does not list what was left out once:\n%s", part)
+		}
+	}
+}

@@ -117,6 +117,7 @@ func doneBody(r Reply) content {
 		c.add(para("Your earlier message on this thread, which this one interrupted, was taken into account too."))
 	}
 	c.addPara("", ownerText(r.Summary))
+	c.add(block{Kind: "list", Title: "I left these out of what I saved", Items: r.LeftOut})
 	c.add(block{Kind: "buttons", Links: previewButton(r.PreviewURLs)})
 	c.add(block{Kind: "images", Images: onePicture(r.Images)})
 	if r.Publishable {
@@ -153,6 +154,10 @@ func onePicture(images []Image) []Image {
 // the owner: exit statuses, sandbox and npm errors, stack traces.
 var processNoise = regexp.MustCompile(`(?i)exit(ed)? (with )?(code|status)|bwrap:|npm (err|error)|traceback|^\s*at \S+ \(|command not found|permission denied|^\s*(\$|#) `)
 
+// leftOutLine starts the summary's line naming what was left out of the commit: the reply
+// lists Reply.LeftOut on its own instead.
+const leftOutLine = "Left out of the commit: "
+
 // maxOwnerText bounds the agent's text in a reply.
 const maxOwnerText = 700
 
@@ -161,7 +166,7 @@ const maxOwnerText = 700
 func ownerText(s string) string {
 	var keep []string
 	for _, l := range strings.Split(s, "\n") {
-		if !processNoise.MatchString(l) {
+		if !processNoise.MatchString(l) && !strings.HasPrefix(l, leftOutLine) {
 			keep = append(keep, l)
 		}
 	}

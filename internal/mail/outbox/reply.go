@@ -104,6 +104,10 @@ type Reply struct {
 	Images []Image
 	// NoChanges (Done) says the agent changed no file: the reply says so rather than "done".
 	NoChanges bool
+	// LeftOut (Done) are what the platform would not save, each with why, in the owner's words
+	// ("sub/ (a git repository inside your site)"); the reply lists them whatever the summary's
+	// length.
+	LeftOut []string
 }
 
 // validate checks the fields Compose cannot do without.
