@@ -78,11 +78,8 @@ func kindOf(s broker.State) outbox.Kind {
 func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
 	d := res.Report
 	rep.Summary, rep.Error, rep.Attempts, rep.Commit = res.Summary, res.Error, rec.Attempts, d.Commit
-	rep.LogTail, rep.PreviewURLs = d.BuildLogTail, d.PreviewURLs
+	rep.PreviewURLs = d.PreviewURLs
 	rep.Superseded, rep.Continued, rep.NoChanges, rep.LeftOut = d.InterruptedBy != "", len(d.Continues), d.NoChanges, d.LeftOut
-	if rep.LogTail == "" && res.State != broker.StateDone {
-		rep.LogTail = res.OutputTail
-	}
 	rep.Problem = outbox.ProblemOf(res.Error)
 }
 

@@ -22,7 +22,7 @@ func TestComposeKinds(t *testing.T) {
 			"https://t0k3n.preview.example.com/", "Reply and say what to change",
 		}},
 		{Failed, func(r *Reply) {
-			r.Error, r.Problem, r.LogTail = "build: exit 1", ProblemBuild, "npm ERR! missing: logo.png"
+			r.Error, r.Problem = "build: exit 1", ProblemBuild
 		}, []string{"couldn't finish", "your site no longer built with it", "What to do: Reply with more detail"}},
 		{Interrupted, func(r *Reply) { r.Superseded = true }, []string{"Your newer message on this thread took over",
 			"What I had done so far was saved"}},
@@ -166,7 +166,6 @@ func TestComposeEscapesHTML(t *testing.T) {
 	r := sampleReply()
 	r.Kind = Failed
 	r.Error = `<img src=x onerror="alert(1)">`
-	r.LogTail = "</pre><script>alert(2)</script>"
 	r.Understood = "</pre><script>alert(2)</script>"
 	r.PreviewURLs = []string{"javascript:alert(3)"}
 	msg, err := Compose(r, newClock().Now())

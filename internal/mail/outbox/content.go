@@ -9,7 +9,7 @@ import (
 // block is one piece of a reply's body, rendered once as text and once as HTML, so the copy
 // lives in one place.
 type block struct {
-	Kind   string // "p", "list", "pre", "links", "buttons" or "images"
+	Kind   string // "p", "list", "pre", "buttons" or "images"
 	Title  string // heading of a list or pre block
 	Text   string // paragraph or preformatted text
 	Items  []string

@@ -25,7 +25,7 @@ func writeTextBlock(b *strings.Builder, blk block) {
 		for _, it := range blk.Items {
 			b.WriteString("  " + it + "\n")
 		}
-	case "links", "buttons":
+	case "buttons":
 		for _, l := range blk.Links {
 			b.WriteString(l.Label + ": " + l.URL + "\n")
 		}
@@ -53,8 +53,6 @@ var htmlPage = template.Must(template.New("reply").Parse(`<!DOCTYPE html>
 <li>{{.}}</li>
 {{- end}}
 </ul>
-{{- else if eq .Kind "links"}}
-<p style="overflow-wrap:anywhere">{{range $i, $l := .Links}}{{if $i}}<br>{{end}}{{$l.Label}}: <a href="{{$l.URL}}">{{$l.URL}}</a>{{end}}</p>
 {{- else if eq .Kind "buttons"}}
 <p style="margin:20px 0">{{range .Links}}<a href="{{.URL}}" style="display:inline-block;margin:0 8px 8px 0;padding:14px 24px;background:#1a5fd0;color:#ffffff;text-decoration:none;border-radius:8px;font-weight:600;font-size:17px">{{.Label}}</a>{{end}}</p>
 {{- else if eq .Kind "images"}}

@@ -80,8 +80,6 @@ type Reply struct {
 	Problem Problem
 	// Hint is what to try next.
 	Hint string
-	// LogTail is the tail of the build or agent output; for the operator, never in the email.
-	LogTail string
 	// Understood is the instruction as it was read from the owner's email; replies about a job
 	// quote it back ("I read your request as: …"). Optional.
 	Understood string
