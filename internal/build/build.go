@@ -224,13 +224,13 @@ func shell(ctx context.Context, dir, command string, log *tail, env []string, ja
 	go func() { code, _ := p.Wait(); done <- code }()
 	select {
 	case code := <-done:
-		if err := jail.Explain(code, log.String()); err != nil {
-			return err
+		if err := jail.OverLimit(code == 0, code, log.String()); err != nil {
+			return err // a limit explains the failure better than its exit status
 		}
 		if code != 0 {
 			return fmt.Errorf("exit status %d", code)
 		}
-		return jail.CheckDisk()
+		return nil
 	case <-ctx.Done():
 		_ = p.Kill()
 		<-done

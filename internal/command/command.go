@@ -88,7 +88,7 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 			ModelTokensIn: sess.Usage().InputTokens, ModelTokensOut: sess.Usage().OutputTokens}}
 	var over error
 	if err == nil && ctx.Err() == nil {
-		over = overLimit(jail, res)
+		over = jail.OverLimit(res.OK, res.ExitCode, res.OutputTail)
 	}
 	switch {
 	case err != nil:
@@ -101,16 +101,6 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 		return out, fmt.Errorf("command: %s", res.Error)
 	}
 	return out, nil
-}
-
-// overLimit is the limit the command went over, if any (a failure retrying cannot fix).
-func overLimit(j *sandbox.Jail, res agent.Result) error {
-	if !res.OK {
-		if err := j.Explain(res.ExitCode, res.OutputTail); err != nil {
-			return err
-		}
-	}
-	return j.CheckDisk()
 }
 
 func (p *Processor) env(task worker.Task, sess *egress.Session) []string {

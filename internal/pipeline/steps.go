@@ -79,8 +79,8 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 	})
 	r.agentRes = mergeAgent(r.agentRes, res)
 	metrics.AgentCost.Add(res.CostUSD)
-	if lerr := overLimit(req.Jail, res); lerr != nil && err == nil {
-		err = lerr
+	if lerr := req.Jail.OverLimit(res.OK, res.ExitCode, res.OutputTail); lerr != nil && err == nil {
+		err = fmt.Errorf("agent: %w", lerr)
 	}
 	if spent, over := r.egress.OverBudget(); over && !res.OK && err == nil {
 		err = fmt.Errorf("agent: the job's model calls reached its budget, $%.2f of $%.2f at list prices (raise it with `webordinary project update %s --max-budget-usd N`)",
@@ -104,20 +104,6 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 		return fmt.Errorf("%w: %s", worker.ErrPermanent, r.setupError(spec, res))
 	case !res.OK:
 		return fmt.Errorf("the agent did not succeed: %s", res.Error)
-	}
-	return nil
-}
-
-// overLimit is the limit the agent's run went over, if any: it is not the agent's failure to
-// retry or repair.
-func overLimit(j *sandbox.Jail, res agent.Result) error {
-	if !res.OK {
-		if err := j.Explain(res.ExitCode, res.OutputTail); err != nil {
-			return fmt.Errorf("agent: %w", err)
-		}
-	}
-	if err := j.CheckDisk(); err != nil {
-		return fmt.Errorf("agent: %w", err)
 	}
 	return nil
 }

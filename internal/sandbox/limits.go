@@ -327,8 +327,21 @@ func containsAny(s string, marks []string) bool {
 // disk limit whatever their sizes.
 const maxDiskEntries = 1 << 20
 
+// OverLimit is the limit a finished process of the job went over, if any: what its exit
+// says (Explain; only for a failed process) or the disk use it left (CheckDisk). Such a
+// failure is not the process's to retry or repair.
+func (j *Jail) OverLimit(ok bool, code int, output string) error {
+	if !ok {
+		if err := j.Explain(code, output); err != nil {
+			return err
+		}
+	}
+	return j.CheckDisk()
+}
+
 // CheckDisk returns a *LimitError when the job's writable directories hold more than its disk
-// limit (blocks in use, symlinks not followed, hard links counted each time). The job may
+// limit (each file at the larger of its blocks and its size, symlinks not followed, hard links
+// counted each time). The job may
 // exceed the limit while it runs: this check, after each process, is what fails it.
 func (j *Jail) CheckDisk() error {
 	if j == nil {
