@@ -50,6 +50,10 @@ func allowedNames(lookup lookupFunc, creds, pass []string) []string {
 	return append(names, pass...)
 }
 
+// Bedrock reports whether the worker's environment sends Claude Code to Amazon Bedrock
+// (CLAUDE_CODE_USE_BEDROCK): the agent then authenticates with AWS credentials.
+func Bedrock() bool { return bedrockOn(osLookup) }
+
 func bedrockOn(lookup lookupFunc) bool {
 	v, _ := lookup("CLAUDE_CODE_USE_BEDROCK")
 	v = strings.ToLower(strings.TrimSpace(v))

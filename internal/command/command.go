@@ -120,11 +120,10 @@ func (p *Processor) openEgress() (*egress.Session, error) {
 		return nil, nil
 	}
 	var models []egress.Model
-	if m, err := egress.AnthropicModel("", os.Getenv("ANTHROPIC_API_KEY")); err == nil {
-		models = append(models, m)
-	}
-	if m, err := egress.OpenAIModel("", os.Getenv("OPENAI_API_KEY")); err == nil {
-		models = append(models, m)
+	for _, api := range []string{"anthropic", "openai"} {
+		if m, err := egress.ModelFromEnv(api, ""); err == nil {
+			models = append(models, m)
+		}
 	}
 	return p.cfg.Egress.Open(egress.Policy{Allow: p.cfg.EgressAllow, Models: models})
 }

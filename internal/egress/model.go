@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -27,6 +28,16 @@ type Model struct {
 	// Path is the real base URL's path ("/v1" for OpenAI's), kept in the job's base URL so
 	// that paths map one to one.
 	Path string
+}
+
+// ModelFromEnv is api's route ("anthropic" or "openai") at base ("": the vendor's), with the
+// key the platform holds in its environment (ANTHROPIC_API_KEY, OPENAI_API_KEY; none: the
+// job's own credential passes through).
+func ModelFromEnv(api, base string) (Model, error) {
+	if api == "openai" {
+		return OpenAIModel(base, os.Getenv("OPENAI_API_KEY"))
+	}
+	return AnthropicModel(base, os.Getenv("ANTHROPIC_API_KEY"))
 }
 
 // AnthropicModel is the Anthropic Messages API at base (default https://api.anthropic.com)

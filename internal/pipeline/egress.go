@@ -50,7 +50,7 @@ func (r *run) egressSpec() *sandbox.Egress {
 func (r *run) egressPolicy() egress.Policy {
 	allow := []string{hostOf(cmp.Or(r.buildVar("npm_config_registry"), r.buildVar("NPM_CONFIG_REGISTRY"), defaultRegistry)),
 		hostOf(r.ws.Remote)}
-	if bedrock() {
+	if agent.Bedrock() {
 		allow = append(allow, "*.amazonaws.com") // Bedrock through the AWS chain: the exception
 	}
 	if spec := agentSpec(r.proj.Agent, r.p.cfg.AgentBaseURL); r.subscription(spec) {
@@ -98,7 +98,7 @@ func (r *run) models() []egress.Model {
 		if api == "anthropic" && r.subscription(spec) {
 			continue
 		}
-		if m, err := modelOf(api, realBase(spec, api)); err == nil {
+		if m, err := egress.ModelFromEnv(api, realBase(spec, api)); err == nil {
 			out = append(out, m)
 		}
 	}
@@ -117,19 +117,12 @@ func realBase(spec agent.Spec, api string) string {
 	return vendorBase(spec, api)
 }
 
-func modelOf(api, base string) (egress.Model, error) {
-	if api == "openai" {
-		return egress.OpenAIModel(base, os.Getenv("OPENAI_API_KEY"))
-	}
-	return egress.AnthropicModel(base, os.Getenv("ANTHROPIC_API_KEY"))
-}
-
 // provider is the model API the agent speaks: "anthropic", "openai", or "" (a command agent,
 // Bedrock).
 func provider(spec agent.Spec) string {
 	switch spec.Kind {
 	case agent.KindClaude, "":
-		if bedrock() {
+		if agent.Bedrock() {
 			return ""
 		}
 		return "anthropic"
@@ -167,7 +160,7 @@ func (r *run) behindEgress(spec agent.Spec, env []string) (agent.Spec, []string)
 	env = append(env, s.Env()...)
 	env = append(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1")
 	env = append(env, s.AgentEnv()...)
-	if spec.Kind == agent.KindClaude && bedrock() {
+	if spec.Kind == agent.KindClaude && agent.Bedrock() {
 		return spec, env
 	}
 	if u := s.BaseURL(cmp.Or(provider(spec), "anthropic")); u != "" {
@@ -183,9 +176,4 @@ func (r *run) egressDenied() []broker.EgressDenial {
 		out = append(out, broker.EgressDenial{Target: d.Target, Reason: d.Reason, Count: d.Count})
 	}
 	return out
-}
-
-func bedrock() bool {
-	v := strings.ToLower(strings.TrimSpace(os.Getenv("CLAUDE_CODE_USE_BEDROCK")))
-	return v == "1" || v == "true"
 }
