@@ -8,18 +8,11 @@ import (
 // lazyRE is a regular expression compiled on first use. webordinary's binary starts for every
 // job process (the rlimit shim, the egress bridge, the reaper's supervisor), and compiling this
 // package's expressions at init was most of that start-up; only mail handling needs them.
-type lazyRE struct {
-	expr string
-	once sync.Once
-	re   *regexp.Regexp
-}
+type lazyRE struct{ get func() *regexp.Regexp }
 
 // lazy returns expr, compiled on first use (a bad expression panics then, as MustCompile).
-func lazy(expr string) *lazyRE { return &lazyRE{expr: expr} }
-
-func (l *lazyRE) get() *regexp.Regexp {
-	l.once.Do(func() { l.re = regexp.MustCompile(l.expr) })
-	return l.re
+func lazy(expr string) *lazyRE {
+	return &lazyRE{get: sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })}
 }
 
 // MatchString is regexp.Regexp.MatchString.
