@@ -21,6 +21,8 @@ import (
 
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/emersion/go-smtp"
+
+	"github.com/webordinary/webordinary/internal/capability"
 )
 
 // sink is a real SMTP receiver standing in for the owner's mailbox behind our relay.
@@ -153,9 +155,7 @@ func (m *mailSetup) signed(t *testing.T, id, body string) []byte {
 // swaks sends raw over SMTP with the real swaks client.
 func (m *mailSetup) swaks(t *testing.T, raw []byte) {
 	t.Helper()
-	if _, err := exec.LookPath("swaks"); err != nil {
-		t.Skip("swaks not installed (apt-get install swaks; .ci/run does)")
-	}
+	capability.Need(t, capability.Swaks)
 	file := filepath.Join(t.TempDir(), "msg.eml")
 	if err := os.WriteFile(file, raw, 0o644); err != nil {
 		t.Fatal(err)

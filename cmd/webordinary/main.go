@@ -33,6 +33,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"health":    runHealth,
 	"bench":     runBench,
 	"aws":       runAWS,
+	"doctor":    runDoctor,
 	"version":   func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
 }
 
@@ -53,6 +54,7 @@ Commands:
   health   exit 0 when a serve answers (for container health checks)
   bench    measure the control plane (dispatch latency, throughput, failover, fairness)
   aws      set up the queues, tables and buckets of an AWS install (aws setup)
+  doctor   list what this machine lacks (bubblewrap, Chromium, emulators) and how to get it
   version  print the version
 
 Run 'webordinary <command> -h' for a command's flags. Every flag can also be set with an

@@ -11,6 +11,7 @@ import (
 
 	_ "image/png"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
@@ -35,9 +36,7 @@ type checkFixture struct {
 // project with the check turn on (and mods).
 func setupCheck(t *testing.T, mods ...func(*project.Project)) checkFixture {
 	t.Helper()
-	if shots.FindBrowser() == "" {
-		t.Skip("no Chromium installed (apt-get install chromium; CI installs it): the check turn needs pictures")
-	}
+	capability.Need(t, capability.Chromium)
 	sb, err := sandbox.New(sandbox.Config{})
 	if err != nil {
 		t.Fatal(err)

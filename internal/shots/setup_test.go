@@ -11,6 +11,7 @@ import (
 	_ "image/jpeg"
 	_ "image/png"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/reaper"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -34,9 +35,7 @@ type fixture struct {
 // setup skips the test when no Chromium is installed.
 func setup(t testing.TB, cfg shots.Config) *fixture {
 	t.Helper()
-	if shots.FindBrowser() == "" {
-		t.Skip("no Chromium installed (apt-get install chromium): the pictures cannot be tested here")
-	}
+	capability.Need(t, capability.Chromium)
 	d, err := preview.NewDir(preview.DirConfig{Root: filepath.Join(t.TempDir(), "previews")})
 	if err != nil {
 		t.Fatal(err)
