@@ -138,7 +138,7 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 		return nil, err
 	}
 	br := &budgetReader{ctx: ctx, r: bytes.NewReader(sh.raw)}
-	env, perr := readEnvelope(br)
+	env, perr := readEnvelopeWith(parser, br)
 	if ctx.Err() != nil {
 		return nil, budgetErr(ctx, lim)
 	}
@@ -148,7 +148,14 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 	if perr != nil {
 		return parseFallback(sh.raw, perr)
 	}
+	repaired := repairBodies(ctx, env, sh.raw)
+	if ctx.Err() != nil {
+		return nil, budgetErr(ctx, lim)
+	}
 	msg := fromEnvelope(env)
+	for _, p := range repaired {
+		msg.addProblem(p)
+	}
 	if sh.truncated {
 		msg.addProblem(truncationProblem(lim.MaxParts))
 	}
@@ -192,15 +199,15 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readEnvelope runs enmime and turns a panic inside it into an error, so one hostile message
-// cannot take the router down.
-func readEnvelope(r io.Reader) (env *enmime.Envelope, err error) {
+// readEnvelopeWith runs enmime's p and turns a panic inside it into an error, so one hostile
+// message cannot take the router down.
+func readEnvelopeWith(p *enmime.Parser, r io.Reader) (env *enmime.Envelope, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			env, err = nil, fmt.Errorf("mime parser panicked: %v", r)
 		}
 	}()
-	return parser.ReadEnvelope(r)
+	return p.ReadEnvelope(r)
 }
 
 // fromEnvelope maps enmime's envelope onto a Message.
