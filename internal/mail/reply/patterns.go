@@ -4,8 +4,10 @@ import (
 	"strings"
 )
 
-// originalMarker matches "-----Original Message-----" and its localized and Samsung variants.
-var originalMarker = lazy(`^-{2,}\s*(original message|original[ -]nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
+// originalMarker matches "-----Original Message-----" and its localized and Samsung variants,
+// also with the first header field run on behind it, as HTML-to-text conversion leaves it
+// ("-------- Ursprüngliche Nachricht --------Von: …").
+var originalMarker = lazy(`^-{2,}\s*(original message|original[ -]nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}(\s*\pL{1,20}\s?:.*)?$`)
 
 // replyAbove matches the line a ticket or forum system puts above the history it quotes:
 // "## Please type your reply above this line ##" and its translations.

@@ -39,6 +39,7 @@ var footerPatterns = lazy(`^(` + strings.Join([]string{
 	`sent (from|via|with|using) (outlook|yahoo mail|mail for windows|windows mail|mailbox|airmail|spark|typeapp|proton ?mail|aol|gmail|the .{1,40} app|samsung|blackberry|mobile|a phone|my phone|mobile device|\[?mail\]? for windows).{0,60}`,
 	`\S+ from (mobile|my mobile)`,
 	`sent by (galaxy|samsung|my phone|mobile).{0,30}`,
+	`sent (from|via|with|using) (the |an? |my )?.{0,40}\b(smartphone|phone|tablet|galaxy|android|handheld)\b.{0,40}`,
 	`from my (iphone|ipad|android|phone|mobile|smartphone|samsung|galaxy).{0,30}`,
 	`diese nachricht wurde von meinem .{1,60} gesendet\.?`,
 	`lähetetty (iphonesta|ipadista|android-puhelimesta|puhelimesta|outlookista|.{1,30}sta)`,
