@@ -230,3 +230,20 @@ func inAttribution(lines []string, i int) bool {
 	}
 	return false
 }
+
+// colonless reports whether line i is a strong attribution that lost its closing colon ("Am
+// 20.06.24 um 16:20 schrieb Name") directly above earlier mail: a quote or a header line.
+func colonless(lines []string, i int) bool {
+	sq := squash(lines[i])
+	if sq == "" || strings.HasSuffix(sq, ":") || strings.HasSuffix(sq, "：") || len(sq) > maxAttributionLen {
+		return false
+	}
+	if i+1 >= len(lines) || !isQuoted(lines[i+1]) && !isHeaderLabel(label(lines[i+1])) {
+		return false
+	}
+	if !attributionOpener.MatchString(sq) {
+		return false
+	}
+	m, strong := matchAttribution(sq + ":")
+	return m && strong
+}

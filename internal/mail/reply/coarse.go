@@ -42,6 +42,9 @@ func classifyLines(lines []string) []lineKind {
 		if n == 0 && isLooseMarker(lines[i]) {
 			n = wroteBelow(lines, i)
 		}
+		if n == 0 && colonless(lines, i) {
+			n = 1
+		}
 		if n > 0 {
 			for j := i; j < i+n; j++ {
 				kinds[j] = kindMarker
