@@ -148,7 +148,7 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 	if perr != nil {
 		return parseFallback(sh.raw, perr)
 	}
-	repaired := repairBodies(ctx, env, sh.raw)
+	repaired := repairBodies(ctx, env, sh.raw, raw)
 	if ctx.Err() != nil {
 		return nil, budgetErr(ctx, lim)
 	}

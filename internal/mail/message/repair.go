@@ -27,10 +27,10 @@ var rawParser = enmime.NewParser(
 )
 
 // repairBodies fixes env in place where decoding lost the text, and returns what it did, for
-// Problems. raw is the message enmime read (after shape).
-func repairBodies(ctx context.Context, env *enmime.Envelope, raw []byte) []string {
+// Problems. shaped is the message enmime read (after shape), raw the message as sent.
+func repairBodies(ctx context.Context, env *enmime.Envelope, shaped, raw []byte) []string {
 	var problems []string
-	if p := readMislabeled(ctx, env, raw); p != "" {
+	if p := readMislabeled(ctx, env, shaped); p != "" {
 		problems = append(problems, p)
 	}
 	if p := readPartless(env, raw); p != "" {
@@ -39,7 +39,8 @@ func repairBodies(ctx context.Context, env *enmime.Envelope, raw []byte) []strin
 	return problems
 }
 
-// readPartless gives a multipart message with no parts at all its body, as sent, for text.
+// readPartless gives a multipart message with no parts at all its body, as sent (without the
+// terminator shape adds), for text.
 func readPartless(env *enmime.Envelope, raw []byte) string {
 	root := env.Root
 	if !strings.HasPrefix(root.ContentType, "multipart/") || root.FirstChild != nil || env.Text != "" || env.HTML != "" {
