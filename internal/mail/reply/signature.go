@@ -72,6 +72,10 @@ var footerPatterns = lazy(`^(` + strings.Join([]string{
 // footerLink is the link Outlook mobile appends to its footer: "Get Outlook for iOS<https://…>".
 var footerLink = lazy(`\s*(<https?://[^>]*>|\(\s*https?://[^)]*\)|https?://\S*)\s*$`)
 
+// innerLink is a link in angle brackets inside a footer, where German Outlook puts it: "Outlook
+// für iOS<https://aka.ms/o0ukef> beziehen".
+var innerLink = lazy(`<https?://[^<>\s]*>`)
+
 // markdownLink is "[text](address)", as HTML-to-text tools write links; the text stays.
 var markdownLink = lazy(`\[([^\]]*)\]\([^)]*\)`)
 
@@ -79,6 +83,7 @@ var markdownLink = lazy(`\[([^\]]*)\]\([^)]*\)`)
 // clients write ("[Sent from my phone]", "(Sent from Mail)").
 func isFooter(l string) bool {
 	l = footerLink.ReplaceAllString(strings.TrimSpace(l), "")
+	l = innerLink.ReplaceAllString(l, " ")
 	l = markdownLink.ReplaceAllString(l, "$1")
 	l = strings.TrimSpace(strings.Trim(l, "[]()<>"))
 	return footerPatterns.MatchString(squash(l))
