@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/textproto"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jhillyerd/enmime/v2"
@@ -148,13 +149,17 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 	if perr != nil {
 		return parseFallback(sh.raw, perr)
 	}
-	repaired := repairBodies(ctx, env, sh.raw, raw)
+	repaired, fallback := repairBodies(ctx, env, sh.raw, raw)
 	if ctx.Err() != nil {
 		return nil, budgetErr(ctx, lim)
 	}
 	msg := fromEnvelope(env)
 	for _, p := range repaired {
 		msg.addProblem(p)
+	}
+	if strings.TrimSpace(msg.Text) == "" && strings.TrimSpace(fallback) != "" {
+		msg.Text = cleanText(fallback)
+		msg.addProblem("warning: no text part found; the text outside the parts was read as plain text")
 	}
 	if sh.truncated {
 		msg.addProblem(truncationProblem(lim.MaxParts))

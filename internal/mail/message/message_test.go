@@ -156,6 +156,24 @@ func TestParse(t *testing.T) {
 			problems:   true,
 		},
 		{
+			// A client put the text before the first part, where only non-MIME readers look.
+			file:        "text_in_preamble.eml",
+			from:        message.Address{Name: "Jo Park", Addr: "jo@parkstudio.example"},
+			subject:     "New photo",
+			textHas:     []string{"Please put the attached photo on the About page."},
+			textHasNot:  []string{"MIME format"},
+			attachments: []att{{"about.png", "image/png", false}},
+			problems:    true,
+		},
+		{
+			// Only the MIME notice before the part: no text, and the notice is no instruction.
+			file:        "attachment_only.eml",
+			from:        message.Address{Name: "Jo Park", Addr: "jo@parkstudio.example"},
+			subject:     "New photo",
+			textHasNot:  []string{"MIME format"},
+			attachments: []att{{"about.png", "image/png", false}},
+		},
+		{
 			file:    "auto_reply.eml",
 			from:    message.Address{Name: "Ana Lopez", Addr: "ana@anas-bakery.com"},
 			subject: "Automatic reply: Your site is live",

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"io"
 	"mime/quotedprintable"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -26,33 +27,48 @@ var rawParser = enmime.NewParser(
 	enmime.RawContent(true),
 )
 
-// repairBodies fixes env in place where decoding lost the text, and returns what it did, for
-// Problems. shaped is the message enmime read (after shape), raw the message as sent.
-func repairBodies(ctx context.Context, env *enmime.Envelope, shaped, raw []byte) []string {
-	var problems []string
+// repairBodies fixes env in place where decoding lost the text. It returns what it did, for
+// Problems, and the text to fall back to should the body still come out empty. shaped is the
+// message enmime read (after shape), raw the message as sent.
+func repairBodies(ctx context.Context, env *enmime.Envelope, shaped, raw []byte) (problems []string, fallback string) {
 	if p := readMislabeled(ctx, env, shaped); p != "" {
 		problems = append(problems, p)
 	}
-	if p := readPartless(env, raw); p != "" {
-		problems = append(problems, p)
-	}
-	return problems
+	return problems, multipartFallback(env, raw)
 }
 
-// readPartless gives a multipart message with no parts at all its body, as sent (without the
-// terminator shape adds), for text.
-func readPartless(env *enmime.Envelope, raw []byte) string {
+// multipartFallback is the text of a multipart message in which enmime found no text or HTML
+// part: its whole body, as sent, when it has no parts at all (the boundary never appears), or
+// else the text a client put before the first part (the MIME notice for non-MIME readers left
+// out). It is "" when there is none.
+func multipartFallback(env *enmime.Envelope, raw []byte) string {
 	root := env.Root
-	if !strings.HasPrefix(root.ContentType, "multipart/") || root.FirstChild != nil || env.Text != "" || env.HTML != "" {
+	if !strings.HasPrefix(root.ContentType, "multipart/") || env.Text != "" || env.HTML != "" {
 		return ""
 	}
-	_, body := splitHeader(raw)
-	if len(bytes.TrimSpace(body)) == 0 {
+	head, body := splitHeader(raw)
+	if root.FirstChild == nil {
+		return string(body)
+	}
+	b := multipartBoundary(head)
+	if b == "" {
 		return ""
 	}
-	env.Text = string(body) // bodyText reads env.Text for a multipart root without parts
-	return "warning: " + root.ContentType + " message has no parts; its body was read as plain text"
+	var out []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "--"+b) {
+			break
+		}
+		if !mimeNotice.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
+
+// mimeNotice matches the line MIME writers put before the first part for readers that do not
+// know MIME ("This is a multi-part message in MIME format.").
+var mimeNotice = regexp.MustCompile(`(?i)\bmime\b.{0,40}\bformat\b|\bmulti-?part message\b`)
 
 // readMislabeled re-reads every text part whose declared charset is not UTF-8 but whose bytes
 // are (and hold more than ASCII) as UTF-8: such bytes are almost never text in the declared

@@ -11,7 +11,7 @@ import (
 func bodyText(env *enmime.Envelope) string {
 	text := env.Text
 	switch {
-	case strings.HasPrefix(env.Root.ContentType, "multipart/") && env.Root.FirstChild != nil:
+	case strings.HasPrefix(env.Root.ContentType, "multipart/"):
 		text = strings.Join(plainParts(env.Root), "\n\n")
 	case text == "" && env.HTML == "" && isBodyPart(env.Root, "text/plain"):
 		text = string(env.Root.Content) // unparseable Content-Type: enmime filed the body as a file
