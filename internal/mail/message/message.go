@@ -157,6 +157,13 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 	for _, p := range repaired {
 		msg.addProblem(p)
 	}
+	if b := usedBoundary(env, raw); b != "" {
+		inner, err := parse(ctx, rebound(raw, b), lim) // its boundary is declared: no deeper
+		if err == nil && (strings.TrimSpace(inner.Text) != "" || len(inner.Attachments) > 0) {
+			msg.Text, msg.HTML, msg.Attachments = inner.Text, inner.HTML, inner.Attachments
+			msg.addProblem(fmt.Sprintf("warning: the declared boundary never appears; the parts were read with the boundary %q the body uses", b))
+		}
+	}
 	if strings.TrimSpace(msg.Text) == "" && strings.TrimSpace(fallback) != "" {
 		msg.Text = cleanText(fallback)
 		msg.addProblem("warning: no text part found; the text outside the parts was read as plain text")

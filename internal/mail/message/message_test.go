@@ -174,6 +174,16 @@ func TestParse(t *testing.T) {
 			attachments: []att{{"about.png", "image/png", false}},
 		},
 		{
+			// The header declares one boundary, the body uses another.
+			file:        "wrong_boundary.eml",
+			from:        message.Address{Name: "Lee Chen", Addr: "lee@chen-dental.example"},
+			subject:     "Team photo",
+			textHas:     []string{"Please replace the team photo with the attached one."},
+			textHasNot:  []string{"--actual-boundary-42", "Content-Type"},
+			attachments: []att{{"team.png", "image/png", false}},
+			problems:    true,
+		},
+		{
 			file:    "auto_reply.eml",
 			from:    message.Address{Name: "Ana Lopez", Addr: "ana@anas-bakery.com"},
 			subject: "Automatic reply: Your site is live",

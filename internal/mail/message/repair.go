@@ -179,3 +179,33 @@ func isASCII(b []byte) bool {
 	}
 	return true
 }
+
+// delimiterLine matches a boundary delimiter line ("--X") with a boundary of RFC 2046's
+// characters, spaces left out.
+var delimiterLine = regexp.MustCompile(`^--([0-9A-Za-z'()+_,./:=?-]{1,70})\r?$`)
+
+// usedBoundary returns the boundary a multipart message without parts actually uses when it is
+// not the one its header declares: the body's first non-blank line is "--X" and a MIME header
+// field follows it. It returns "" otherwise.
+func usedBoundary(env *enmime.Envelope, raw []byte) string {
+	root := env.Root
+	if !strings.HasPrefix(root.ContentType, "multipart/") || root.FirstChild != nil {
+		return ""
+	}
+	head, body := splitHeader(raw)
+	lines := strings.SplitN(strings.TrimLeft(string(body), "\r\n \t"), "\n", 3)
+	if len(lines) < 2 {
+		return ""
+	}
+	m := delimiterLine.FindStringSubmatch(lines[0])
+	if m == nil || m[1] == multipartBoundary(head) || !strings.HasPrefix(strings.ToLower(lines[1]), "content-") {
+		return ""
+	}
+	return m[1]
+}
+
+// rebound is raw's body under a multipart/mixed header with boundary b.
+func rebound(raw []byte, b string) []byte {
+	_, body := splitHeader(raw)
+	return append([]byte("Content-Type: multipart/mixed; boundary=\""+b+"\"\r\n\r\n"), body...)
+}
