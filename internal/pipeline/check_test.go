@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	_ "image/png"
 
@@ -41,7 +42,10 @@ func setupCheck(t *testing.T, mods ...func(*project.Project)) checkFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := shots.New(shots.Config{Dir: filepath.Join(t.TempDir(), "shots"), Sandbox: sb})
+	// Budgets for a loaded machine: Chromium on two busy cores takes many times the
+	// production budgets to render.
+	sh, err := shots.New(shots.Config{Dir: filepath.Join(t.TempDir(), "shots"), Sandbox: sb,
+		PageBudget: time.Minute, Budget: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
 package shots_test
 
 import (
+	"cmp"
 	"context"
 	"image"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	_ "image/jpeg"
 	_ "image/png"
@@ -54,6 +56,10 @@ func setup(t testing.TB, cfg shots.Config) *fixture {
 	}
 	t.Logf("browser sandbox: %s", sb)
 	cfg.Dir, cfg.Sandbox = filepath.Join(t.TempDir(), "shots"), sb
+	// Budgets for a loaded machine, unless the test is about them: Chromium on two busy cores
+	// takes many times the production budgets to load and render.
+	cfg.PageBudget = cmp.Or(cfg.PageBudget, time.Minute)
+	cfg.Budget = cmp.Or(cfg.Budget, 5*time.Minute)
 	if _, bench := t.(*testing.B); !bench || os.Getenv("SHOTS_BENCH_LOG") != "" {
 		cfg.Logger = testLogger(t)
 	}
