@@ -292,8 +292,8 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestTemplateUsesRealFlags: every WO_* variable deploy/aws/template.yaml sets is a flag of
-// serve or worker (the configuration reference lists each flag's variable).
+// TestTemplateUsesRealFlags: every WO_* variable deploy/aws/template.yaml sets as a plain value
+// is a flag of serve or worker (the configuration reference lists each flag's variable).
 func TestTemplateUsesRealFlags(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "aws", "template.yaml"))
@@ -301,7 +301,7 @@ func TestTemplateUsesRealFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := flagReference()
-	vars := regexp.MustCompile(`Name: (WO_[A-Z0-9_]+)`).FindAllStringSubmatch(string(data), -1)
+	vars := regexp.MustCompile(`Name: (WO_[A-Z0-9_]+), Value:`).FindAllStringSubmatch(string(data), -1)
 	if len(vars) == 0 {
 		t.Fatal("no WO_* variables in the template")
 	}
