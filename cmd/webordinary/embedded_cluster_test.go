@@ -17,7 +17,7 @@ import (
 	"github.com/webordinary/webordinary/internal/router"
 )
 
-// TestServesFormAnEmbeddedCluster is the README's cluster without nats-server: three serve
+// TestServesFormAnEmbeddedCluster is docs/SCALING.md's cluster without nats-server: three serve
 // processes whose embedded engines are members of one cluster, each with workers of its own.
 // A job accepted by one serve is run and seen through another; after one serve is killed
 // (SIGKILL), the other two still accept and run jobs.

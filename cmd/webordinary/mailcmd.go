@@ -20,7 +20,7 @@ import (
 const mailUsage = `Usage: webordinary mail <command> [flags]
 
   send --from ADDRESS INSTRUCTION   email an instruction to a serve started with
-                                    --mail-local-testing (on this machine; see README)
+                                    --mail-local-testing (on this machine; see docs/MAIL.md)
   inspect [FILE]                    how serve's mail router sees a raw message (stdin when no
                                     FILE): thread, instruction, authentication, decision;
                                     nothing is acted on

@@ -14,7 +14,7 @@ func registerMail(fs *flag.FlagSet, m *app.Mail, domains *string) {
 	fs.StringVar(&m.SMTPAddr, "smtp", app.DefaultSMTPAddr, "SMTP listener for instructions by email; empty = no mail")
 	fs.StringVar(domains, "mail-domain", app.DefaultMailDomain, "domain(s) we receive mail for, comma-separated; the first is used in our addresses")
 	fs.StringVar(&m.Local, "mail-local", app.DefaultMailLocal, "local part of our address (edit@<domain>)")
-	fs.StringVar(&m.Secret, "mail-secret", "", "secret that signs reply tokens (default: generated once into <data>/mail-secret)")
+	fs.StringVar(&m.Secret, "mail-secret", "", "secret that signs reply tokens (default: generated once and kept in the engine)")
 	fs.StringVar(&m.TrustedAuthServ, "mail-trusted-authserv", "", "behind a relay (Postfix, a filter): trust only its Authentication-Results with this authserv-id, and only on mail from --mail-trusted-relay")
 	fs.Var((*listFlag)(&m.TrustedRelays), "mail-trusted-relay", "with --mail-trusted-authserv (required): IP or CIDR the relay connects from (comma-separated or repeatable); any other client's mail is checked as if straight from the internet")
 	fs.StringVar(&m.DNSFixture, "mail-dns-fixture", "", "JSON file of DNS records used instead of real DNS for sender checks (tests, offline demos)")

@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// readmeMailSend is the `mail send` command README.md gives for trying mail on your machine.
+// readmeMailSend is the `mail send` command docs/MAIL.md gives for trying mail on your machine.
 func readmeMailSend(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/MAIL.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func readmeMailSend(t *testing.T) string {
 			return l
 		}
 	}
-	t.Fatal("README.md has no `webordinary mail send --from …` line")
+	t.Fatal("docs/MAIL.md has no `webordinary mail send --from …` line")
 	return ""
 }
 
@@ -40,7 +40,7 @@ func readmeShell(t *testing.T, dir, xdg, command string, env ...string) (string,
 	return string(out), err
 }
 
-// TestReadmeMailSend: README's `mail send` line, run as written on serve's machine with serve
+// TestReadmeMailSend: docs/MAIL.md's `mail send` line, run as written on serve's machine with serve
 // on its default data directory, gets the instruction run by email; without serve's key it
 // says where it looked.
 func TestReadmeMailSend(t *testing.T) {

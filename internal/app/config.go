@@ -136,7 +136,8 @@ type Mail struct {
 	Domains []string
 	// Local is our address's local part. Default DefaultMailLocal.
 	Local string
-	// Secret signs reply tokens. Default: generated once into <Data>/mail-secret.
+	// Secret signs reply tokens. Default: generated once and kept in the engine, so every
+	// serve on it, restarted or new, opens the tokens any of them handed out.
 	Secret string
 	// TrustedAuthServ: trust only Authentication-Results with this authserv-id (behind a relay),
 	// and only on mail from TrustedRelays.
