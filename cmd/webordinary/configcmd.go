@@ -32,9 +32,6 @@ sets one key over the file and the environment, a flag over both.
 func runConfig(_ context.Context, args []string) error {
 	if len(args) != 1 {
 		fmt.Fprint(usageOut, configUsage)
-		if len(args) == 1 || len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
 		return usageError{"config", fmt.Errorf("want keys or example")}
 	}
 	var out bytes.Buffer

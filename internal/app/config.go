@@ -149,25 +149,33 @@ func (c *Config) Keys(s *conf.Set) {
 	c.serveKeys(s.Section("serve"))
 	c.Worker.keys(s.Section("worker"), c.Role)
 	c.Worker.sandboxKeys(s.Section("sandbox"), c.Role)
-	c.Mail.keys(s.Section("mail"), c.serveFlag)
+	c.Mail.keys(s.Section("mail"), c.serveDefault(DefaultSMTPAddr), c.serveFlag)
 	c.AWS.keys(s.Section("aws"))
 }
 
 func (c *Config) engineKeys(s *conf.Section) {
 	s.String(&c.Engine, "url", "", "the engine's URL: embedded:///abs/dir (serve: an engine in this process; default embedded://<data>/nats), nats://host:4222[,nats://host2:4222] (a NATS server or cluster; a worker: a serve's --nats-listen) or aws://?region=R&prefix=P (SQS, DynamoDB and S3)").Flag("engine")
-	c.serveFlag(s.String(&c.EngineListen, "listen", DefaultEngineListen, "serve: where the embedded engine accepts other worker processes; empty = in-process only"), "nats-listen")
+	c.serveFlag(s.String(&c.EngineListen, "listen", c.serveDefault(DefaultEngineListen), "serve: where the embedded engine accepts other worker processes; empty = in-process only"), "nats-listen")
 	s.String(&c.EngineUser, "user", "", "engine user (serve's default: generated once into <data>/secrets/nats.json for the embedded engine; a worker's: the URL's, else that file when present)").Was("nats-user")
 	s.String(&c.EnginePassword, "password", "", "engine password (with user)").Was("nats-password")
 	s.Bool(&c.NoSync, "no_sync", false, "do not fsync every write of the embedded engine (faster; a power loss may lose the last accepted jobs)").Was("no-sync")
 }
 
 func (c *Config) serveKeys(s *conf.Section) {
-	c.serveFlag(s.String(&c.HTTPAddr, "http", DefaultHTTPAddr, "HTTP API and dashboard address"), "http")
-	c.serveFlag(s.String(&c.PreviewAddr, "preview", DefaultPreviewAddr, "preview server address (http://edit.<project>.localhost:<port>/); empty = none"), "preview")
+	c.serveFlag(s.String(&c.HTTPAddr, "http", c.serveDefault(DefaultHTTPAddr), "HTTP API and dashboard address"), "http")
+	c.serveFlag(s.String(&c.PreviewAddr, "preview", c.serveDefault(DefaultPreviewAddr), "preview server address (http://edit.<project>.localhost:<port>/); empty = none"), "preview")
 	s.String(&c.PublicURL, "public_url", "", "the dashboard's address as people reach it, for the signed publish links in replies; its host is the only non-loopback Host name the dashboard and API answer to (default http://<http>)").Was("public-url")
 	s.String(&c.Token, "dashboard_token", "", "token required by the dashboard and API (default: generated once into <data>/secrets/api-token)").Was("dashboard-token")
 	s.Duration(&c.ReconcileEvery, "reconcile", router.DefaultReconcileEvery, "reconciler period").Was("reconcile")
 	s.String((*string)(&c.InterruptPolicy), "interrupt_policy", string(router.PolicyInterrupt), "what a new instruction on a thread does to that thread's running job, for projects that do not set their own: interrupt or queue (another thread's instruction always waits)").Was("interrupt-policy")
+}
+
+// serveDefault is def for serve and empty for a worker, which listens on nothing.
+func (c *Config) serveDefault(def string) string {
+	if c.Role == RoleWorker {
+		return ""
+	}
+	return def
 }
 
 // serveFlag makes k a flag of serve; a worker reads the key from the same variable but has
@@ -249,9 +257,10 @@ type Mail struct {
 	LocalTesting bool
 }
 
-// keys registers m's keys on s; flag marks the one that is also a serve flag.
-func (m *Mail) keys(s *conf.Section, flag func(*conf.Key, string)) {
-	flag(s.String(&m.SMTPAddr, "smtp", DefaultSMTPAddr, "SMTP listener for instructions by email; empty = no mail"), "smtp")
+// keys registers m's keys on s; smtp is the listener's default, flag marks the key that is
+// also a serve flag.
+func (m *Mail) keys(s *conf.Section, smtp string, flag func(*conf.Key, string)) {
+	flag(s.String(&m.SMTPAddr, "smtp", smtp, "SMTP listener for instructions by email; empty = no mail"), "smtp")
 	s.List(&m.Domains, "domains", []string{DefaultMailDomain}, "domains we receive mail for; the first is used in our addresses").Was("mail-domain")
 	s.String(&m.Local, "local", DefaultMailLocal, "local part of our address (edit@<domain>)").Was("mail-local")
 	s.String(&m.Secret, "secret", "", "secret that signs reply tokens (default: generated once into <data>/mail-secret)").Was("mail-secret")
