@@ -191,7 +191,7 @@ func TestReferenceListsEveryKey(t *testing.T) {
 	if err := s.WriteReference(&b, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"#### [worker]", "| `lease_ttl` | `\"15s\"` | `WO_LEASE_TTL` | lease time to live |",
+	for _, want := range []string{"#### [worker]", "| `lease_ttl` | `\"15s\"` | `WO_LEASE_TTL` (was `--lease-ttl`) | lease time to live |",
 		"| `count` | `4` | `WO_WORKERS`, `--workers` | workers |", "| `cache_max_bytes` | `1073741824` | `WO_WORKER_CACHE_MAX_BYTES` |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("reference lacks %q:\n%s", want, b.String())

@@ -114,10 +114,13 @@ func cell(def string) string {
 }
 
 func flagCell(k *Key) string {
-	if k.flag == "" {
-		return ""
+	switch {
+	case k.flag != "":
+		return ", `--" + k.flag + "`"
+	case k.was != "":
+		return " (was `--" + k.was + "`)"
 	}
-	return ", `--" + k.flag + "`"
+	return ""
 }
 
 func escapeCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
