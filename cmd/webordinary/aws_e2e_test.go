@@ -46,11 +46,11 @@ func TestAWSEndToEnd(t *testing.T) {
 	ready := filepath.Join(dir, "ready.json")
 	previewPort := freePort(t)
 	c := &cluster{t: t, dir: dir, engine: e.engineURL}
-	awsFlags := []string{"--aws-region", "us-east-1", "--aws-endpoint", e.fauxqs, "--aws-ses-endpoint", e.ses,
-		"--preview-target", "s3://" + e.names.SitesBucket + "/sites", "--preview-port", fmt.Sprint(previewPort)}
+	awsFlags := []string{"--set", "aws.region=us-east-1", "--set", "aws.endpoint=" + e.fauxqs, "--set", "aws.ses_endpoint=" + e.ses,
+		"--set", "worker.preview_target=" + "s3://" + e.names.SitesBucket + "/sites", "--set", "worker.preview_port=" + fmt.Sprint(previewPort)}
 	c.serveP = c.start(append([]string{"serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0",
 		"--preview", fmt.Sprintf("127.0.0.1:%d", previewPort), "--nats-listen", "", "--smtp", "", "--engine", e.engineURL,
-		"--mail-domain", "edit.example.net", "--mail-ses", "--mail-ses-queue", e.queueURL,
+		"--set", "mail.domains=edit.example.net", "--set", "mail.ses=true", "--set", "mail.ses_queue=" + e.queueURL,
 		"--ready-file", ready, "--workers", "0", "--log-level", "warn"}, awsFlags...)...)
 	t.Cleanup(c.stopAll)
 	c.api, _ = waitReady(t, ready)
@@ -292,22 +292,26 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestTemplateUsesRealFlags: every WO_* variable deploy/aws/template.yaml sets as a plain value
-// is a flag of serve or worker (the configuration reference lists each flag's variable).
-func TestTemplateUsesRealFlags(t *testing.T) {
+// TestDeployFilesUseRealVariables: every WO_* variable the deploy files set (the AWS
+// template, the Dockerfile, compose.yaml, the systemd units) is read by a flag or a config key
+// of serve or worker (the configuration reference lists each one's variable).
+func TestDeployFilesUseRealVariables(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "aws", "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ref := flagReference()
-	vars := regexp.MustCompile(`Name: (WO_[A-Z0-9_]+), Value:`).FindAllStringSubmatch(string(data), -1)
-	if len(vars) == 0 {
-		t.Fatal("no WO_* variables in the template")
-	}
-	for _, v := range vars {
-		if !strings.Contains(ref, "["+v[1]+"]") {
-			t.Errorf("the template sets %s, which no flag reads", v[1])
+	for _, f := range []string{"deploy/aws/template.yaml", "Dockerfile", "compose.yaml", "deploy/webordinary.service", "deploy/webordinary-worker.service"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(string(data), "") // comments name other variables too
+		vars := regexp.MustCompile(`\b(WO_[A-Z0-9_]+)[=:",]`).FindAllStringSubmatch(code, -1)
+		if f == "deploy/aws/template.yaml" && len(vars) == 0 {
+			t.Fatal("no WO_* variables in the template")
+		}
+		for _, v := range vars {
+			if !strings.Contains(ref, "["+v[1]+"]") && !strings.Contains(ref, "`"+v[1]+"`") {
+				t.Errorf("%s sets %s, which no flag or config key reads", f, v[1])
+			}
 		}
 	}
 }

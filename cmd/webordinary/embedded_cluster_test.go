@@ -39,8 +39,8 @@ func TestServesFormAnEmbeddedCluster(t *testing.T) {
 			"--engine", engine, "--ready-file", filepath.Join(c.dir, "ready.json"), "--workers", "1",
 			// The defaults a user gets (fsync on, 15 s leases, the default sandbox), but for
 			// addresses, which must not be fixed ports in a test, and the agent.
-			"--processor", "command", "--agent-command", agent, "--preview", "", "--log-level", "warn",
-			"--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces"))
+			"--set", "worker.processor=command", "--set", "worker.agent_command="+agent, "--preview", "", "--log-level", "warn",
+			"--smtp", "", "--set", "worker.workspaces="+filepath.Join(c.dir, "workspaces"))
 		cmd.Env = append(c.env(), "WO_NATS_USER=wo", "WO_NATS_PASSWORD=the same long secret on every member")
 		c.serveP = c.startCmd(cmd)
 		t.Cleanup(c.stopAll)

@@ -57,7 +57,7 @@ func TestReadmeMailSend(t *testing.T) {
 	data := filepath.Join(xdg, "webordinary") // the default data directory with XDG_DATA_HOME=xdg
 	ready := filepath.Join(dir, "ready.json")
 	c.serveP = c.start("serve", "--data", data, "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--nats-listen", "",
-		"--smtp", "127.0.0.1:0", "--ready-file", ready, "--workers", "1", "--log-level", "warn", "--mail-local-testing")
+		"--smtp", "127.0.0.1:0", "--ready-file", ready, "--workers", "1", "--log-level", "warn", "--set", "mail.local_testing=true")
 	t.Cleanup(c.stopAll)
 	c.api, _ = waitReady(t, ready)
 	c.cli(t, "project", "add", "site", "--data", data, "--server", c.api, "--repo", bareSite(t, dir), "--agent", "command",

@@ -53,7 +53,7 @@ func TestSetupFailuresArePermanent(t *testing.T) {
 		name, command string
 		want          []string // in the error, for the operator
 	}{
-		{"script the sandbox cannot see", script, []string{"exit status 127", "add " + hidden + " with --sandbox-ro"}},
+		{"script the sandbox cannot see", script, []string{"exit status 127", "add " + hidden + " to sandbox.read_only"}},
 		{"missing program", "wo-no-such-program --edit", []string{"exit status 127", "wo-no-such-program"}},
 		{"missing optional dependency", `echo "ImportError: Missing optional dependency 'openpyxl'. Use pip or conda to install openpyxl." >&2; exit 1`,
 			[]string{"Missing optional dependency 'openpyxl'"}},
