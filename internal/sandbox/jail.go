@@ -2,13 +2,14 @@ package sandbox
 
 import (
 	"fmt"
-
-	"github.com/webordinary/webordinary/internal/reaper"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+
+	"github.com/webordinary/webordinary/internal/reaper"
 )
 
 // Spec is what one job process may see besides the read-only toolchain.
@@ -34,6 +35,9 @@ type Spec struct {
 type Jail struct {
 	s    *Sandbox
 	spec Spec
+
+	mu   sync.Mutex
+	last *watch // the group of the last process Start started, when jobs get groups
 }
 
 // Jail returns the jail for spec.
@@ -54,6 +58,12 @@ func (j *Jail) Active() bool { return j != nil }
 // cmd.Env is passed through unchanged: it must already be the job's allowlist. A nil j leaves
 // cmd unchanged.
 func (j *Jail) Wrap(cmd *exec.Cmd) error {
+	return j.wrap(cmd, false)
+}
+
+// wrap is Wrap; grouped, the process will run in a control group with the job's memory and
+// process limits, which the rlimit shim then leaves out.
+func (j *Jail) wrap(cmd *exec.Cmd, grouped bool) error {
 	if j == nil {
 		return nil
 	}
@@ -77,7 +87,7 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	// job has a network of its own), which runs the program as its child.
 	inner := j.egressProgram(prog, cmd.Args[min(1, len(cmd.Args)):])
 	var argv []string
-	argv, cmd.Env = j.shimArgs(inner[0], cmd.Env)
+	argv, cmd.Env = j.shimArgs(inner[0], cmd.Env, grouped)
 	args = append(append(args, "--"), argv...)
 	args = append(args, inner[1:]...)
 	cmd.Path, cmd.Args, cmd.Dir = j.s.bwrap, append([]string{j.s.bwrap}, args...), "/"
@@ -88,14 +98,19 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 }
 
 // Start wraps cmd (see Wrap) and starts it under the reaper's supervisor, so that an
-// interrupt reaches the sandboxed command and a kill takes the whole sandbox. A nil j starts
-// cmd unsandboxed.
+// interrupt reaches the sandboxed command and a kill takes the whole sandbox. Where the
+// platform can make control groups, the supervisor, bwrap and the command run in a group of
+// their own, with the job's memory (no swap) and process limits for them all together, and
+// stopped whole once over one (OverLimit then says which). A nil j starts cmd unsandboxed.
 func (j *Jail) Start(cmd *exec.Cmd) (*reaper.Process, error) {
 	if j == nil {
 		return reaper.Start(cmd)
 	}
-	if err := j.Wrap(cmd); err != nil {
+	if err := j.wrap(cmd, j.grouped()); err != nil {
 		return nil, err
+	}
+	if j.grouped() {
+		return j.startGrouped(cmd)
 	}
 	return reaper.StartWrapper(cmd)
 }
