@@ -169,3 +169,78 @@ func TestParseMount(t *testing.T) {
 		t.Error("proc parsed as a cgroup mount")
 	}
 }
+
+// BenchmarkGroup is what a group adds to a job process: made with limits, the process placed
+// in it (v1: its pid written), its counters read, the group removed. The process itself
+// (/bin/true) is started and waited for in every case.
+//
+//	go test ./internal/cgroup -run '^$' -bench Group -benchtime 200x -count 5
+func BenchmarkGroup(b *testing.B) {
+	h, err := Open()
+	if err != nil {
+		b.Skipf("SKIPPED: %v", err)
+	}
+	run := func(b *testing.B, g *Group) {
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if g != nil {
+			_ = g.Place(cmd.Process.Pid) // may have exited already; the cost is the same
+		}
+		_ = cmd.Wait()
+	}
+	b.Run("process", func(b *testing.B) {
+		for b.Loop() {
+			run(b, nil)
+		}
+	})
+	b.Run("process+group", func(b *testing.B) {
+		for b.Loop() {
+			g, err := h.New(Limits{Memory: 2 << 30, Pids: 280})
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, g)
+			if _, err := g.Stats(); err != nil {
+				b.Fatal(err)
+			}
+			if err := g.Remove(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// Under systemd delegation the platform's own group must hold no process once its children
+// have controllers: moveAll moves them to a leaf.
+func TestV2MoveToLeaf(t *testing.T) {
+	t.Parallel()
+	mounts, _ := readMounts("/proc/self/mountinfo")
+	own, _ := readOwn("/proc/self/cgroup")
+	h, err := openV2(mounts, own, nil)
+	if err != nil {
+		t.Skipf("SKIPPED: no writable cgroup v2 hierarchy: %v", err)
+	}
+	g, err := h.New(Limits{}) // stands for the service's delegated group
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := filepath.Join(g.any(), "platform")
+	defer func() { _ = rmdir(leaf); _ = g.Remove() }()
+	cmd := exec.Command("/bin/sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.FD()}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if err := moveAll(g.any(), leaf); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := procs(g.any()); len(left) != 0 {
+		t.Fatalf("processes left in the group: %v", left)
+	}
+	if in, _ := procs(leaf); len(in) != 1 || in[0] != cmd.Process.Pid {
+		t.Fatalf("leaf holds %v, want [%d]", in, cmd.Process.Pid)
+	}
+}

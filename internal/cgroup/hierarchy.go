@@ -237,7 +237,7 @@ func openV2(mounts []mount, own map[string]string, need []string) (*Hierarchy, e
 	if err != nil {
 		return nil, err
 	}
-	parent, err := v2Parent(dir, p == "/", need)
+	parent, err := v2Parent(dir, need)
 	if err != nil {
 		return nil, err
 	}
@@ -249,18 +249,22 @@ func openV2(mounts []mount, own map[string]string, need []string) (*Hierarchy, e
 }
 
 // v2Parent makes the parent of job groups in the platform's own group dir, the controllers
-// in need enabled for its children.
-func v2Parent(dir string, atRoot bool, need []string) (string, error) {
+// in need enabled for its children. No internal processes: a group other than the root whose
+// children have controllers holds no process itself, so where enabling them is refused
+// (EBUSY: a delegated subtree, or a container's root in a cgroup namespace) the group's
+// processes, the platform's, move to a leaf "platform" first.
+func v2Parent(dir string, need []string) (string, error) {
 	if err := hasControllers(dir, need); err != nil {
 		return "", err
 	}
-	if !atRoot {
-		// No internal processes: a group whose children have controllers holds none itself.
+	err := enable(dir, need)
+	if errors.Is(err, syscall.EBUSY) {
 		if err := moveAll(dir, filepath.Join(dir, "platform")); err != nil {
 			return "", err
 		}
+		err = enable(dir, need)
 	}
-	if err := enable(dir, need); err != nil {
+	if err != nil {
 		return "", err
 	}
 	parent := filepath.Join(dir, Parent)
