@@ -111,7 +111,7 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.IntVar(&w.SandboxUID, "sandbox-uid", sandbox.DefaultUID, "when running as root: the unprivileged uid jobs run as")
 	fs.IntVar(&w.SandboxGID, "sandbox-gid", sandbox.DefaultGID, "when running as root: the gid jobs run as")
 	fs.Var((*listFlag)(&w.SandboxReadOnly), "sandbox-ro", "extra host path jobs see read-only, e.g. a toolchain outside /usr, /opt and PATH (repeatable)")
-	fs.StringVar(&w.JobLimits, "job-limits", "", "bound every sandboxed job: any of mem=2GiB (per process), procs=256, cpu=10m (per process; default: none beyond the timeouts), disk=2GiB (workspace+state+home, checked after each process), tmp=512MiB (/tmp); unset ones take these defaults, \"off\" lifts one; a project's own --job-limits win")
+	fs.StringVar(&w.JobLimits, "job-limits", "", "bound every sandboxed job: any of mem=2GiB (the job's processes together with cgroups, else per process), procs=256, cpu=10m (default: none beyond the timeouts), disk=2GiB (workspace+state+home, checked after each process), tmp=512MiB (/tmp); unset ones take these defaults, \"off\" lifts one; a project's own --job-limits win")
 	fs.Var((*listFlag)(&w.EgressAllow), "egress-allow", "HOST, HOST:PORT, *.DOMAIN or * (any public host) every sandboxed job may reach besides the npm registry, its remote's git host and the model APIs (repeatable)")
 	fs.StringVar(&w.Shots, "shots", "", "directory for the pictures of each job's change; each machine's own with --previews engine or S3 (they travel through the engine), else shared by workers and serve like --previews (default <data>/shots)")
 	fs.StringVar(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`)

@@ -252,13 +252,17 @@ func openV2(mounts []mount, own map[string]string, need []string) (*Hierarchy, e
 // in need enabled for its children. No internal processes: a group other than the root whose
 // children have controllers holds no process itself, so where enabling them is refused
 // (EBUSY: a delegated subtree, or a container's root in a cgroup namespace) the group's
-// processes, the platform's, move to a leaf "platform" first.
+// processes move to a leaf "platform" first — only where the group is the platform's (see
+// ours): a group it shares with other programs is not its to rearrange.
 func v2Parent(dir string, need []string) (string, error) {
 	if err := hasControllers(dir, need); err != nil {
 		return "", err
 	}
 	err := enable(dir, need)
 	if errors.Is(err, syscall.EBUSY) {
+		if !ours(dir) {
+			return "", fmt.Errorf("%s holds other processes and is not delegated to the platform: run it as a systemd service with Delegate=yes", dir)
+		}
 		if err := moveAll(dir, filepath.Join(dir, "platform")); err != nil {
 			return "", err
 		}
@@ -305,6 +309,19 @@ func enable(dir string, need []string) error {
 		return nil
 	}
 	return write(dir, "cgroup.subtree_control", strings.Join(add, " "))
+}
+
+// ours reports whether the platform may rearrange group dir: systemd delegated it (the
+// trusted.delegate or user.delegate attribute), or it holds the platform's process alone.
+func ours(dir string) bool {
+	for _, attr := range []string{"trusted.delegate", "user.delegate"} {
+		buf := make([]byte, 8)
+		if n, err := syscall.Getxattr(dir, attr, buf); err == nil && string(buf[:n]) == "1" {
+			return true
+		}
+	}
+	pids, err := procs(dir)
+	return err == nil && len(pids) == 1 && pids[0] == os.Getpid()
 }
 
 // moveAll moves every process of group dir into the leaf to (made if need be).
