@@ -147,3 +147,16 @@ func TestStatusNamesTheCgroupMode(t *testing.T) {
 		t.Fatalf("status %+v, presence %q", st, s.Short())
 	}
 }
+
+// Three busy processes, each stopped by RLIMIT_CPU at cpu=1s, whose shell then says all is
+// well: their CPU time together passes the limit, and the job is stopped and named.
+func TestCPUTogetherOverTheLimit(t *testing.T) {
+	t.Parallel()
+	s, tn := limited(t)
+	j := limitedJail(t, s, tn)
+	out, code := runBounded(t, j, tn.ws, `for i in 1 2 3; do sh -c 'while :; do :; done' & done; wait; echo survived`)
+	if strings.Contains(out, "survived") {
+		t.Fatalf("three processes burnt their CPU time under cpu=1s and the job went on: %s", out)
+	}
+	wantOver(t, j, "cpu", out, code)
+}
