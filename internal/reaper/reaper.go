@@ -72,17 +72,15 @@ func StartWrapper(cmd *exec.Cmd) (*Process, error) {
 // Placement puts a supervisor, and so its command and every process that starts, in a control
 // group before the command can start.
 type Placement struct {
-	// CgroupFD, when at least 0, is an open cgroup v2 directory the supervisor is started in
-	// (clone3 with CLONE_INTO_CGROUP: in it from its first instruction).
-	CgroupFD int
+	// UseCgroupFD starts the supervisor in the cgroup v2 directory open as CgroupFD (clone3
+	// with CLONE_INTO_CGROUP: in it from its first instruction).
+	UseCgroupFD bool
+	CgroupFD    int
 	// Place, when set, is called with the supervisor's pid once it runs and before it is sent
 	// its command, which it waits for: whatever Place does (write the pid to a cgroup v1
 	// group) is done before the command starts. An error stops the supervisor.
 	Place func(pid int) error
 }
-
-// NoPlacement leaves the supervisor where the caller is.
-var NoPlacement = Placement{CgroupFD: -1}
 
 // StartWrapperIn is StartWrapper with the supervisor placed by pl.
 func StartWrapperIn(cmd *exec.Cmd, pl Placement) (*Process, error) {
@@ -90,7 +88,7 @@ func StartWrapperIn(cmd *exec.Cmd, pl Placement) (*Process, error) {
 }
 
 func start(cmd *exec.Cmd, wrapper bool) (*Process, error) {
-	return startIn(cmd, wrapper, NoPlacement)
+	return startIn(cmd, wrapper, Placement{})
 }
 
 func startIn(cmd *exec.Cmd, wrapper bool, pl Placement) (*Process, error) {
@@ -103,7 +101,7 @@ func startIn(cmd *exec.Cmd, wrapper bool, pl Placement) (*Process, error) {
 	if err := gob.NewEncoder(&body).Encode(sp); err != nil {
 		return nil, fmt.Errorf("reaper: encode command spec: %w", err)
 	}
-	p, status, err := startSupervisor(cmd, pl.CgroupFD)
+	p, status, err := startSupervisor(cmd, pl)
 	if err != nil {
 		return nil, err
 	}
@@ -164,9 +162,9 @@ func withoutMarker(env []string) []string {
 	return out
 }
 
-// startSupervisor starts the supervisor process (in cgroup v2 directory cgroupFD when at least
-// 0) and the goroutine waiting for it. It returns the read end of the status pipe.
-func startSupervisor(cmd *exec.Cmd, cgroupFD int) (*Process, *os.File, error) {
+// startSupervisor starts the supervisor process (in pl's cgroup v2 directory, if any) and the
+// goroutine waiting for it. It returns the read end of the status pipe.
+func startSupervisor(cmd *exec.Cmd, pl Placement) (*Process, *os.File, error) {
 	liveR, liveW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("reaper: liveness pipe: %w", err)
@@ -190,9 +188,7 @@ func startSupervisor(cmd *exec.Cmd, cgroupFD int) (*Process, *os.File, error) {
 			Pdeathsig: supervisorPdeathsig,
 		},
 	}
-	if cgroupFD >= 0 {
-		sup.SysProcAttr.UseCgroupFD, sup.SysProcAttr.CgroupFD = true, cgroupFD
-	}
+	sup.SysProcAttr.UseCgroupFD, sup.SysProcAttr.CgroupFD = pl.UseCgroupFD, pl.CgroupFD
 	err = startOnFreshThread(sup)
 	closeAll(liveR, statW) // the supervisor has its own copies now
 	if err != nil {

@@ -38,9 +38,9 @@ func (j *Jail) startGrouped(cmd *exec.Cmd) (*reaper.Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	pl := reaper.Placement{CgroupFD: g.FD(), Place: g.Place}
-	if pl.CgroupFD >= 0 {
-		pl.Place = nil // v2: in the group from the start
+	pl := reaper.Placement{Place: g.Place} // v1: the pid written while the supervisor waits
+	if fd := g.FD(); fd >= 0 {
+		pl = reaper.Placement{UseCgroupFD: true, CgroupFD: fd} // v2: in the group from the start
 	}
 	p, err := reaper.StartWrapperIn(cmd, pl)
 	if err != nil {

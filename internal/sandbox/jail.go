@@ -55,8 +55,8 @@ func (j *Jail) Active() bool { return j != nil }
 // original program and arguments follow "--", cmd.Dir becomes the sandbox's working directory
 // (it must lie inside a Writable or ReadOnly path, or the toolchain), and, when the platform
 // runs as root, cmd.SysProcAttr.Credential is the job's uid and gid (reaper.Start honours it).
-// cmd.Env is passed through unchanged: it must already be the job's allowlist. A nil j leaves
-// cmd unchanged.
+// cmd.Env is passed through unchanged: it must already be the job's allowlist. Wrap alone
+// gives the process no control group (Start does). A nil j leaves cmd unchanged.
 func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	return j.wrap(cmd, false)
 }
