@@ -76,7 +76,7 @@ func (h *Hierarchy) group(name string) *Group {
 
 // limit writes l to the group's control files: v2 memory.max, memory.swap.max, memory.oom.group
 // (an OOM kill takes the whole group) and pids.max; v1 memory.limit_in_bytes,
-// memory.memsw.limit_in_bytes (memory plus swap: no swap) and pids.max.
+// memory.memsw.limit_in_bytes (memory plus swap: no swap), memory.swappiness 0 and pids.max.
 func (g *Group) limit(l Limits) error {
 	mem, pids := g.dirs["memory"], g.dirs["pids"]
 	if g.version == 2 {
@@ -88,7 +88,8 @@ func (g *Group) limit(l Limits) error {
 		if g.version == 2 {
 			files = append(files, [2]string{"memory.max", v}, [2]string{"memory.swap.max", "0"}, [2]string{"memory.oom.group", "1"})
 		} else {
-			files = append(files, [2]string{"memory.limit_in_bytes", v}, [2]string{"memory.memsw.limit_in_bytes", v})
+			files = append(files, [2]string{"memory.limit_in_bytes", v}, [2]string{"memory.memsw.limit_in_bytes", v},
+				[2]string{"memory.swappiness", "0"}) // where memsw is not accounted
 		}
 	}
 	for _, f := range files {
