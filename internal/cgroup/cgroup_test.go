@@ -244,3 +244,24 @@ func TestV2MoveToLeaf(t *testing.T) {
 		t.Fatalf("leaf holds %v, want [%d]", in, cmd.Process.Pid)
 	}
 }
+
+// BenchmarkStats is one read of a group's counters, what a running job's watcher does ten
+// times a second.
+//
+//	go test ./internal/cgroup -run '^$' -bench Stats
+func BenchmarkStats(b *testing.B) {
+	h, err := Open()
+	if err != nil {
+		b.Skipf("SKIPPED: %v", err)
+	}
+	g, err := h.New(Limits{Memory: 2 << 30, Pids: 280})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Remove()
+	for b.Loop() {
+		if _, err := g.Stats(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
