@@ -50,7 +50,13 @@ mkdir -p dist && cp index.html dist/
 `,
 		"index.html": "<h1>Hello</h1>\n",
 	}
-	f := setupConfig(t, files, func(p *project.Project) { p.JobLimits = "mem=256MiB" }, sandboxed(t))
+	inSandbox := sandboxed(t)
+	f := setupConfig(t, files, func(p *project.Project) { p.JobLimits = "mem=256MiB" }, func(c *pipelineConfig) {
+		inSandbox(c)
+		if st := c.Sandbox.Status(); st.NoCgroup != "" {
+			t.Skipf("SKIPPED: no control groups here (%s); rlimits alone let this build pass", st.NoCgroup)
+		}
+	})
 	out, err := f.run(task("t1", "replace Hello with Hi in index.html"))
 	if !errors.Is(err, worker.ErrPermanent) || !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "mem=256MiB") {
 		t.Fatalf("a build of four 100 MiB children under mem=256MiB: %v (%+v)", err, out.Report)
