@@ -29,7 +29,8 @@ const killTimeout = 5 * time.Second
 // pollInterval is how long bounded loops wait between checks.
 const pollInterval = 5 * time.Millisecond
 
-// Group is one job process tree's control group. Its methods are safe for concurrent use.
+// Group is one job process tree's control group. Stats, Place and Kill are safe for
+// concurrent use; Remove is the last call (FD is invalid after it).
 type Group struct {
 	version int
 	dirs    map[string]string // controller (v2: "") → the group's directory
