@@ -6,8 +6,8 @@
 // the memory and pids controllers are available (at the root of the unified hierarchy as root,
 // or in a subtree systemd delegated to the service, found from /proc/self/cgroup), else the
 // cgroup v1 memory and pids controllers (hybrid hosts). All job groups live under one parent,
-// "webordinary" (v2 delegated: the service's own group, the platform moved to a leaf), so
-// together they take one share of the CPU against the platform's own processes.
+// "webordinary" (v2 delegated: the service's own group, the platform moved to a leaf); on v2
+// they together take one share of the CPU against the platform's own group.
 //
 // A Group is made per job process (New), the process placed in it before it can fork: on v2
 // atomically, by starting it with the group's directory (clone3 CLONE_INTO_CGROUP, FD); on v1

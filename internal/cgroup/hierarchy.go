@@ -30,10 +30,12 @@ type Hierarchy struct {
 }
 
 // v1Controllers are the cgroup v1 controllers a job group needs; v1Optional are used where
-// mounted: cpuacct counts CPU time, cpu puts all jobs together in one share of the CPU.
+// mounted: cpuacct counts CPU time. Not cpu: on v1 a group's share is weighed against each
+// process beside it (the platform often sits in the root group with every other program), so
+// all jobs together would get as much CPU as one busy process of anyone's.
 var (
 	v1Controllers = []string{"memory", "pids"}
-	v1Optional    = []string{"cpuacct", "cpu"}
+	v1Optional    = []string{"cpuacct"}
 )
 
 // open is Open's result, found once per process: a v2 probe moves the platform into a leaf.

@@ -17,6 +17,9 @@ const pidsSlack = 24
 // watchInterval is how often a running job's group counters are read.
 const watchInterval = 100 * time.Millisecond
 
+// removeRetry is when a group whose removal failed is tried once more.
+const removeRetry = time.Minute
+
 // openCgroups finds where job groups are made; without one, limits are rlimits (cgReason says
 // why).
 func (s *Sandbox) openCgroups() {
@@ -91,7 +94,11 @@ func (w *watch) run(p *reaper.Process) {
 		select {
 		case <-exited:
 			w.check()
-			_ = w.g.Remove() // a group left behind is removed by the next platform's Open
+			if err := w.g.Remove(); err != nil {
+				// A process slow to die (in uninterruptible sleep) keeps the group busy: try
+				// again later; a group still left is removed by the next platform's Open.
+				time.AfterFunc(removeRetry, func() { _ = w.g.Remove() })
+			}
 			close(w.done)
 			return
 		case <-tick.C:
