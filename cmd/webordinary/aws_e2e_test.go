@@ -105,13 +105,13 @@ func TestAWSRestartedServeKeepsReplyTokens(t *testing.T) {
 			t.Logf("processes' log:\n%s", readFile(t, filepath.Join(dir, "procs.log")))
 		}
 	})
-	awsFlags := []string{"--aws-region", "us-east-1", "--aws-endpoint", e.fauxqs, "--aws-ses-endpoint", e.ses,
-		"--preview-target", "s3://" + e.names.SitesBucket + "/sites"}
+	awsFlags := []string{"--set", "aws.region=us-east-1", "--set", "aws.endpoint=" + e.fauxqs, "--set", "aws.ses_endpoint=" + e.ses,
+		"--set", "worker.preview_target=s3://" + e.names.SitesBucket + "/sites"}
 	serve := func(task string) *exec.Cmd {
 		ready := filepath.Join(dir, task+"-ready.json")
 		p := c.start(append([]string{"serve", "--data", filepath.Join(dir, task), "--http", "127.0.0.1:0",
 			"--preview", "", "--nats-listen", "", "--smtp", "", "--engine", e.engineURL,
-			"--mail-domain", "edit.example.net", "--mail-ses", "--mail-ses-queue", e.queueURL,
+			"--set", "mail.domains=edit.example.net", "--set", "mail.ses=true", "--set", "mail.ses_queue=" + e.queueURL,
 			"--ready-file", ready, "--workers", "0", "--log-level", "warn"}, awsFlags...)...)
 		c.api, _ = waitReady(t, ready)
 		return p

@@ -88,8 +88,13 @@ func TestHostileJob(t *testing.T) {
 	c.serveP = c.startCmd(cmd)
 	t.Cleanup(c.stopAll)
 	c.api, c.nats = waitReady(t, ready)
-	wantSandbox(t, c, "bubblewrap, uid:gid 65534:65534; rlimits mem=2GiB,procs=256,disk=2GiB,tmp=512MiB",
-		"bubblewrap, user namespace; rlimits mem=2GiB,procs=256,disk=2GiB,tmp=512MiB")
+	var modes []string // the limits' mode in force: what the host allows
+	for _, who := range []string{"uid:gid 65534:65534", "user namespace"} {
+		for _, mode := range []string{"cgroup v2", "cgroup v1", "rlimits"} {
+			modes = append(modes, "bubblewrap, "+who+"; "+mode+" mem=2GiB,procs=256,disk=2GiB,tmp=512MiB")
+		}
+	}
+	wantSandbox(t, c, modes...)
 	vars := fmt.Sprintf("DATA=%s OTHER=%s SERVE_PID=%d NATS_PORT=%s API_PORT=%s", data, other, cmd.Process.Pid, port(t, c.nats), port(t, c.api))
 	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "command",
 		"--agent-command", vars+" OUT=attempts.txt bash hostile.sh",

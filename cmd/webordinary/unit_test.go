@@ -46,8 +46,8 @@ func TestServeWithTheUnitsCapability(t *testing.T) {
 		"--inh-caps=+net_bind_service", "--ambient-caps=+net_bind_service", "--bounding-set=-all,+net_bind_service",
 		"--no-new-privs", "--",
 		bin, "serve", "--data", c.data(), "--sandbox", "required", "--http", "127.0.0.1:0", "--preview", "",
-		"--nats-listen", "", "--smtp", "", "--ready-file", ready, "--workers", "1", "--no-sync", "--log-level", "warn",
-		"--processor", "command", "--agent-command", `echo "done: $WO_INSTRUCTION"`)
+		"--nats-listen", "", "--smtp", "", "--ready-file", ready, "--workers", "1", "--set", "engine.no_sync=true", "--log-level", "warn",
+		"--set", "worker.processor=command", "--set", `worker.agent_command=echo "done: $WO_INSTRUCTION"`)
 	serve.Env = []string{"WO_TEST_AS_MAIN=1", "HOME=" + dir, "PATH=" + os.Getenv("PATH")}
 	c.serveP = c.startCmd(serve)
 	t.Cleanup(c.stopAll)

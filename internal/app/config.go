@@ -428,7 +428,7 @@ func (w *Worker) sandboxKeys(s *conf.Section, _ Role) {
 	s.Int(&w.SandboxUID, "uid", sandbox.DefaultUID, "when running as root: the unprivileged uid jobs run as").Was("sandbox-uid")
 	s.Int(&w.SandboxGID, "gid", sandbox.DefaultGID, "when running as root: the gid jobs run as").Was("sandbox-gid")
 	s.List(&w.SandboxReadOnly, "read_only", nil, "extra host paths jobs see read-only, e.g. a toolchain outside /usr, /opt and PATH").Was("sandbox-ro")
-	s.String(&w.JobLimits, "job_limits", "", "bound every sandboxed job: any of mem=2GiB (per process), procs=256, cpu=10m (per process; default: none beyond the timeouts), disk=2GiB (workspace+state+home, checked after each process), tmp=512MiB (/tmp); unset ones take these defaults, \"off\" lifts one; a project's own --job-limits win").Was("job-limits")
+	s.String(&w.JobLimits, "job_limits", "", "bound every sandboxed job: any of mem=2GiB (the job's processes together with cgroups, else per process), procs=256, cpu=10m (default: none beyond the timeouts), disk=2GiB (workspace+state+home, checked after each process), tmp=512MiB (/tmp); unset ones take these defaults, \"off\" lifts one; a project's own --job-limits win").Was("job-limits")
 	s.List(&w.EgressAllow, "egress_allow", nil, "HOST, HOST:PORT, *.DOMAIN or * (any public host) every sandboxed job may reach besides the npm registry, its remote's git host and the model APIs").Was("egress-allow")
 }
 

@@ -53,8 +53,13 @@ func (a *App) openSandbox() error {
 	if err != nil {
 		return &FieldError{Field: "Worker.Sandbox", Value: w.Sandbox, Err: err}
 	}
-	if st := sb.Status(); st.Warning != "" {
+	switch st := sb.Status(); {
+	case st.Warning != "":
 		a.log.Warn("jobs are not sandboxed", slog.String("sandbox", string(st.Mode)), slog.String("why", st.Warning))
+	case st.NoCgroup != "":
+		a.log.Warn("job limits are rlimits only", slog.String("limits", st.Limits), slog.String("why", st.NoCgroup))
+	default:
+		a.log.Info("job limits", slog.String("limits", st.Limits))
 	}
 	a.sandbox = sb
 	return nil

@@ -33,5 +33,10 @@
 // and reaps them, repeating until the supervisor has no children left or a
 // deadline passes.
 //
+// StartWrapperIn also places the supervisor, before its command starts, in a control group
+// (the sandbox's per-job group): started in it on cgroup v2, or its pid written there (v1)
+// while it still waits for its command on the liveness pipe. Everything the command starts
+// is then in the group, whose limits bound them all together.
+//
 // The mechanism is Linux-only.
 package reaper

@@ -69,7 +69,29 @@ func StartWrapper(cmd *exec.Cmd) (*Process, error) {
 	return start(cmd, true)
 }
 
+// Placement puts a supervisor, and so its command and every process that starts, in a control
+// group before the command can start.
+type Placement struct {
+	// UseCgroupFD starts the supervisor in the cgroup v2 directory open as CgroupFD (clone3
+	// with CLONE_INTO_CGROUP: in it from its first instruction).
+	UseCgroupFD bool
+	CgroupFD    int
+	// Place, when set, is called with the supervisor's pid once it runs and before it is sent
+	// its command, which it waits for: whatever Place does (write the pid to a cgroup v1
+	// group) is done before the command starts. An error stops the supervisor.
+	Place func(pid int) error
+}
+
+// StartWrapperIn is StartWrapper with the supervisor placed by pl.
+func StartWrapperIn(cmd *exec.Cmd, pl Placement) (*Process, error) {
+	return startIn(cmd, true, pl)
+}
+
 func start(cmd *exec.Cmd, wrapper bool) (*Process, error) {
+	return startIn(cmd, wrapper, Placement{})
+}
+
+func startIn(cmd *exec.Cmd, wrapper bool, pl Placement) (*Process, error) {
 	if err := checkCmd(cmd); err != nil {
 		return nil, err
 	}
@@ -79,8 +101,12 @@ func start(cmd *exec.Cmd, wrapper bool) (*Process, error) {
 	if err := gob.NewEncoder(&body).Encode(sp); err != nil {
 		return nil, fmt.Errorf("reaper: encode command spec: %w", err)
 	}
-	p, status, err := startSupervisor(cmd)
+	p, status, err := startSupervisor(cmd, pl)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.place(pl.Place); err != nil {
+		_ = status.Close()
 		return nil, err
 	}
 	if err := p.handshake(body.Bytes(), status); err != nil {
@@ -136,9 +162,9 @@ func withoutMarker(env []string) []string {
 	return out
 }
 
-// startSupervisor starts the supervisor process and the goroutine waiting
-// for it. It returns the read end of the status pipe.
-func startSupervisor(cmd *exec.Cmd) (*Process, *os.File, error) {
+// startSupervisor starts the supervisor process (in pl's cgroup v2 directory, if any) and the
+// goroutine waiting for it. It returns the read end of the status pipe.
+func startSupervisor(cmd *exec.Cmd, pl Placement) (*Process, *os.File, error) {
 	liveR, liveW, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("reaper: liveness pipe: %w", err)
@@ -162,6 +188,7 @@ func startSupervisor(cmd *exec.Cmd) (*Process, *os.File, error) {
 			Pdeathsig: supervisorPdeathsig,
 		},
 	}
+	sup.SysProcAttr.UseCgroupFD, sup.SysProcAttr.CgroupFD = pl.UseCgroupFD, pl.CgroupFD
 	err = startOnFreshThread(sup)
 	closeAll(liveR, statW) // the supervisor has its own copies now
 	if err != nil {
@@ -187,6 +214,20 @@ func closeAll(files ...*os.File) {
 	for _, f := range files {
 		_ = f.Close()
 	}
+}
+
+// place runs a Placement's Place on the supervisor, which is waiting for its command; on
+// failure the supervisor is torn down.
+func (p *Process) place(place func(pid int) error) error {
+	if place == nil {
+		return nil
+	}
+	if err := place(p.Pid()); err != nil {
+		p.forceKill()
+		p.awaitDone(forceTimeout)
+		return fmt.Errorf("reaper: place supervisor %d: %w", p.Pid(), err)
+	}
+	return nil
 }
 
 // handshake sends the command spec and waits for the start report. On

@@ -12,18 +12,22 @@ import (
 
 // BenchmarkStart is the cost of starting a job process, /bin/true under the reaper's
 // supervisor as the platform does, with and without the sandbox. The difference is what the
-// sandbox adds per agent, install or build start; bwrap+limits adds the rlimit shim (the
-// default limits) to bwrap. Report p50 with -count and benchstat, e.g.
+// sandbox adds per agent, install or build start; bwrap+rlimits adds the rlimit shim (the
+// default limits) to bwrap, bwrap+cgroup a control group made, entered, watched and removed
+// (where one can be made; else it is bwrap+rlimits again). Report p50 with -count and
+// benchstat, e.g.
 //
 //	go test ./internal/sandbox -run '^$' -bench Start -benchtime 100x -count 5
 func BenchmarkStart(b *testing.B) {
 	s, tn := limited(b)
+	rl, _ := limited(b)
+	sandbox.WithoutCgroups(rl)
 	off := tn.spec()
 	off.Limits = sandbox.Limits{Memory: sandbox.Unlimited, Procs: sandbox.Unlimited, Disk: sandbox.Unlimited}
 	for _, c := range []struct {
 		name string
 		jail *sandbox.Jail
-	}{{"unsandboxed", nil}, {"bwrap", s.Jail(off)}, {"bwrap+limits", s.Jail(tn.spec())}} {
+	}{{"unsandboxed", nil}, {"bwrap", rl.Jail(off)}, {"bwrap+rlimits", rl.Jail(tn.spec())}, {"bwrap+cgroup", s.Jail(tn.spec())}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				cmd := exec.Command("/bin/true")
@@ -34,6 +38,9 @@ func BenchmarkStart(b *testing.B) {
 				}
 				if code, err := p.Wait(); err != nil || code != 0 {
 					b.Fatalf("exit %d: %v", code, err)
+				}
+				if err := c.jail.OverLimit(true, 0, ""); err != nil { // the group's removal, the disk check
+					b.Fatal(err)
 				}
 			}
 		})

@@ -1,15 +1,17 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
-
-	"github.com/webordinary/webordinary/internal/reaper"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
+
+	"github.com/webordinary/webordinary/internal/reaper"
 )
 
 // Spec is what one job process may see besides the read-only toolchain.
@@ -35,6 +37,9 @@ type Spec struct {
 type Jail struct {
 	s    *Sandbox
 	spec Spec
+
+	mu   sync.Mutex
+	last *watch // the group of the last process Start started, when jobs get groups
 }
 
 // Jail returns the jail for spec.
@@ -52,9 +57,15 @@ func (j *Jail) Active() bool { return j != nil }
 // original program and arguments follow "--", cmd.Dir becomes the sandbox's working directory
 // (it must lie inside a Writable or ReadOnly path, or the toolchain), and, when the platform
 // runs as root, cmd.SysProcAttr.Credential is the job's uid and gid (reaper.Start honours it).
-// cmd.Env is passed through unchanged: it must already be the job's allowlist. A nil j leaves
-// cmd unchanged.
+// cmd.Env is passed through unchanged: it must already be the job's allowlist. Wrap alone
+// gives the process no control group (Start does). A nil j leaves cmd unchanged.
 func (j *Jail) Wrap(cmd *exec.Cmd) error {
+	return j.wrap(cmd, false)
+}
+
+// wrap is Wrap; grouped, the process will run in a control group with the job's memory and
+// process limits, which the rlimit shim then leaves out.
+func (j *Jail) wrap(cmd *exec.Cmd, grouped bool) error {
 	if j == nil {
 		return nil
 	}
@@ -78,7 +89,7 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 	// job has a network of its own), which runs the program as its child.
 	inner := j.egressProgram(prog, cmd.Args[min(1, len(cmd.Args)):])
 	var argv []string
-	argv, cmd.Env = j.shimArgs(inner[0], cmd.Env)
+	argv, cmd.Env = j.shimArgs(inner[0], cmd.Env, grouped)
 	args = append(append(args, "--"), argv...)
 	args = append(args, inner[1:]...)
 	cmd.Path, cmd.Args, cmd.Dir = j.s.bwrap, append([]string{j.s.bwrap}, args...), "/"
@@ -89,14 +100,19 @@ func (j *Jail) Wrap(cmd *exec.Cmd) error {
 }
 
 // Start wraps cmd (see Wrap) and starts it under the reaper's supervisor, so that an
-// interrupt reaches the sandboxed command and a kill takes the whole sandbox. A nil j starts
-// cmd unsandboxed.
+// interrupt reaches the sandboxed command and a kill takes the whole sandbox. Where the
+// platform can make control groups, the supervisor, bwrap and the command run in a group of
+// their own, with the job's memory (no swap) and process limits for them all together, and
+// stopped whole once over one (OverLimit then says which). A nil j starts cmd unsandboxed.
 func (j *Jail) Start(cmd *exec.Cmd) (*reaper.Process, error) {
 	if j == nil {
 		return reaper.Start(cmd)
 	}
-	if err := j.Wrap(cmd); err != nil {
+	if err := j.wrap(cmd, j.grouped()); err != nil {
 		return nil, err
+	}
+	if j.grouped() {
+		return j.startGrouped(cmd)
 	}
 	return reaper.StartWrapper(cmd)
 }
@@ -270,23 +286,40 @@ func underRoots(p string) bool {
 	return false
 }
 
-// outputWithoutCaps runs cmd, as CombinedOutput does, from a thread that passes it no
-// capability (see reaper.DropAmbientCaps). The thread ends with the goroutine that ran it.
+// outputWithoutCaps runs cmd, as CombinedOutput does, started from a thread that passes it no
+// capability (see reaper.DropAmbientCaps).
 func outputWithoutCaps(cmd *exec.Cmd) ([]byte, error) {
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread has lost capabilities others may need
-		if err := reaper.DropAmbientCaps(); err != nil {
-			done <- result{nil, err}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	started := make(chan error, 1)
+	caplessThread() <- func(dropped error) {
+		if dropped != nil {
+			started <- dropped
 			return
 		}
-		out, err := cmd.CombinedOutput()
-		done <- result{out, err}
-	}()
-	r := <-done
-	return r.out, r.err
+		started <- cmd.Start()
+	}
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	err := cmd.Wait()
+	return out.Bytes(), err
 }
+
+// caplessThread returns the queue of a goroutine locked, for the process's life, to a thread
+// that dropped its ambient capabilities; it runs each function it is sent with the error of
+// the drop. The thread must never end: a child's parent-death signal (the reaper's
+// supervisors are started with one) fires when the thread that forked it ends, and Go ends a
+// thread whose locked goroutine returns — a thread that may earlier have run the goroutine
+// that started some job's supervisor, which would then be killed.
+var caplessThread = sync.OnceValue(func() chan<- func(error) {
+	queue := make(chan func(error))
+	go func() {
+		runtime.LockOSThread() // never unlocked, and the goroutine never returns
+		dropped := reaper.DropAmbientCaps()
+		for f := range queue {
+			f(dropped)
+		}
+	}()
+	return queue
+})

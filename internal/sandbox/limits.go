@@ -17,13 +17,15 @@ import (
 // Limits bound one job process and what it starts. A zero field means "not set" (the
 // sandbox's default applies); Unlimited lifts a limit.
 type Limits struct {
-	// Memory bounds each process's private memory (RLIMIT_DATA): heap and anonymous mappings.
+	// Memory bounds the memory of all the job process's tree together, swap off (its control
+	// group's; see Start). Where no group can be made, each process's private memory
+	// (RLIMIT_DATA): heap and anonymous mappings.
 	Memory int64
-	// Procs bounds the processes and threads of the job (RLIMIT_NPROC, counted in the job's own
-	// user namespace).
+	// Procs bounds the processes and threads of the job (its group's pids.max; without one,
+	// RLIMIT_NPROC, counted in the job's own user namespace).
 	Procs int64
-	// CPU bounds each process's CPU time (RLIMIT_CPU); unset, the job's timeout bounds its
-	// wall time.
+	// CPU bounds each process's CPU time (RLIMIT_CPU) and, with a control group, the tree's
+	// together; unset, the job's timeout bounds its wall time.
 	CPU time.Duration
 	// Disk bounds the job's writable directories (the workspace and the process's state: the
 	// agent's state and home, or the build's home), checked after
@@ -211,16 +213,23 @@ func words(n int64) string {
 	return s[:i] + " " + s[i:]
 }
 
-// LimitsMode is how limits are enforced where jobs run sandboxed: setrlimit in the job's user
-// namespace, a sized tmpfs, and a disk check after each process (see Limits).
+// LimitsMode is how limits are enforced where jobs run sandboxed but no control group can be
+// made: setrlimit in the job's user namespace, a sized tmpfs, and a disk check after each
+// process (see Limits). With control groups the mode is "cgroup v2" or "cgroup v1": memory
+// and processes are bounded for each job process tree together, CPU time is counted for it,
+// and the rlimits keep only CPU time and file size per process.
 const LimitsMode = "rlimits"
 
 // limitsStatus is Status.Limits.
 func (s *Sandbox) limitsStatus() string {
 	if s.selfPath() == "" {
-		return "only tmp=" + formatSize(s.cfg.Limits.Tmp) + " (webordinary's binary is not visible to jobs, so no rlimits: install it under /usr)"
+		only := "only tmp=" + formatSize(s.cfg.Limits.Tmp)
+		if s.cg != nil {
+			only = s.cg.String() + " " + s.cfg.Limits.String() + ", but"
+		}
+		return only + " (webordinary's binary is not visible to jobs, so no rlimits: install it under /usr)"
 	}
-	return LimitsMode + " " + s.cfg.Limits.String()
+	return s.limitsMode() + " " + s.cfg.Limits.String()
 }
 
 // limits are the job's limits: its Spec's over the sandbox's.
@@ -253,9 +262,13 @@ func (j *Jail) devArgs() []string {
 // shimArgs is the program and arguments after bwrap's "--": prog under the rlimit shim (the
 // running binary, bound in the jail by selfBinds) once bwrap has made the job's namespaces.
 // env is the command's environment, with the shim's limits added.
-func (j *Jail) shimArgs(prog string, env []string) (argv, newEnv []string) {
+// grouped, the job's control group bounds memory and processes, and the shim leaves them out.
+func (j *Jail) shimArgs(prog string, env []string, grouped bool) (argv, newEnv []string) {
 	self := j.s.selfPath()
 	rl := j.rlimits()
+	if grouped {
+		rl.Data, rl.Procs = 0, 0
+	}
 	if self == "" || rl == (rlimit.Limits{}) {
 		return []string{prog}, env
 	}
@@ -286,8 +299,9 @@ const (
 
 // Explain returns a *LimitError when a job process that exited with code and printed output
 // (its tail) went over one of its limits, nil otherwise. CPU time and file size are known from
-// the signal; memory and processes, which make allocations and forks fail rather than kill,
-// from what the job's tools print then.
+// the signal; memory and processes, which as rlimits make allocations and forks fail rather
+// than kill, from what the job's tools print then (with control groups, the group's counters
+// say, and OverLimit asks them).
 func (j *Jail) Explain(code int, output string) error {
 	if j == nil || code == 0 {
 		return nil
@@ -298,6 +312,8 @@ func (j *Jail) Explain(code int, output string) error {
 		return &LimitError{Key: "cpu", Value: l.CPU.String(), What: "a process of the job used more than " + l.CPU.String() + " of CPU time"}
 	case code == exitFSize && l.Disk > 0:
 		return &LimitError{Key: "disk", Value: formatSize(l.Disk), What: "the job wrote a file larger than " + words(l.Disk)}
+	case j.grouped():
+		return nil // memory and processes: the group's counters say (OverLimit)
 	case l.Memory > 0 && containsAny(output, memoryMarks):
 		return &LimitError{Key: "mem", Value: formatSize(l.Memory), What: "a process of the job ran out of memory: it tried to use more than " + words(l.Memory)}
 	case l.Procs > 0 && containsAny(output, forkMarks):
@@ -327,10 +343,14 @@ func containsAny(s string, marks []string) bool {
 // disk limit whatever their sizes.
 const maxDiskEntries = 1 << 20
 
-// OverLimit is the limit a finished process of the job went over, if any: what its exit
-// says (Explain; only for a failed process) or the disk use it left (CheckDisk). Such a
-// failure is not the process's to retry or repair.
+// OverLimit is the limit a finished process of the job went over, if any: what its control
+// group counted (for the jail's last started process: ask after Wait), what its exit says
+// (Explain; only for a failed process) or the disk use it left (CheckDisk). Such a failure
+// is not the process's to retry or repair.
 func (j *Jail) OverLimit(ok bool, code int, output string) error {
+	if err := j.groupOver(); err != nil {
+		return err
+	}
 	if !ok {
 		if err := j.Explain(code, output); err != nil {
 			return err

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/webordinary/webordinary/internal/cgroup"
 )
 
 // Mode says whether jobs must, may or must not run in the sandbox.
@@ -73,6 +75,9 @@ type Sandbox struct {
 	root   bool   // the platform runs as root: jobs switch to cfg.UID
 	base   []string
 
+	cg       *cgroup.Hierarchy // where each job process gets a group; nil: rlimits only
+	cgReason string            // why cg is nil
+
 	copyMu   sync.Mutex // serializes visibleCopy
 	selfOnce sync.Once
 	self     []string // bwrap arguments binding webordinary's own binary (selfBinds)
@@ -104,6 +109,9 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, fmt.Errorf("%w: %v (install bubblewrap and allow unprivileged user namespaces, or use mode auto)", ErrUnavailable, err)
 	default:
 		s.bwrap, s.reason = "", err.Error()
+	}
+	if s.Active() {
+		s.openCgroups()
 	}
 	return s, nil
 }
@@ -184,9 +192,13 @@ type Status struct {
 	// Warning is set when jobs run unsandboxed: they can read the platform's files and
 	// processes (environment variables included) as its user.
 	Warning string `json:"warning,omitempty"`
-	// Limits are what bounds every job and how ("rlimits mem=2GiB,procs=256,disk=2GiB,
-	// tmp=512MiB"; see LimitsMode); empty when jobs run unsandboxed (then nothing bounds them).
+	// Limits are what bounds every job and how ("cgroup v2 mem=2GiB,procs=256,disk=2GiB,
+	// tmp=512MiB", "cgroup v1 ..." or "rlimits ...", see LimitsMode); empty when jobs run
+	// unsandboxed (then nothing bounds them).
 	Limits string `json:"limits,omitempty"`
+	// NoCgroup says why job limits are rlimits only (no control group could be made), and
+	// what is then at risk.
+	NoCgroup string `json:"no_cgroup,omitempty"`
 }
 
 // Status describes the sandbox in use.
@@ -203,24 +215,31 @@ func (s *Sandbox) Status() Status {
 		st.User = fmt.Sprintf("%d:%d", s.cfg.UID, s.cfg.GID)
 	}
 	st.Limits = s.limitsStatus()
+	if s.cg == nil {
+		st.NoCgroup = s.cgReason + ": a job's processes together may use its process limit times its memory limit"
+	}
 	return st
 }
 
 // String is a one-line description for startup banners.
 func (s *Sandbox) String() string {
 	st := s.Status()
+	limits := st.Limits
+	if st.NoCgroup != "" {
+		limits += " (no cgroup: " + st.NoCgroup + ")"
+	}
 	switch {
 	case st.Warning != "":
 		return "WARNING: " + st.Warning
 	case st.User != "":
-		return fmt.Sprintf("bubblewrap (%s), jobs run as uid:gid %s; job limits: %s", s.bwrap, st.User, st.Limits)
+		return fmt.Sprintf("bubblewrap (%s), jobs run as uid:gid %s; job limits: %s", s.bwrap, st.User, limits)
 	}
-	return fmt.Sprintf("bubblewrap (%s), jobs run in their own user namespace; job limits: %s", s.bwrap, st.Limits)
+	return fmt.Sprintf("bubblewrap (%s), jobs run in their own user namespace; job limits: %s", s.bwrap, limits)
 }
 
 // Short is the sandbox in a few words, for worker presence: "bubblewrap, uid:gid
-// 65534:65534; rlimits mem=2GiB,procs=256,disk=2GiB,tmp=512MiB", "bubblewrap, user namespace;
-// rlimits ..." or "UNSANDBOXED".
+// 65534:65534; cgroup v2 mem=2GiB,procs=256,disk=2GiB,tmp=512MiB", "bubblewrap, user
+// namespace; rlimits ..." or "UNSANDBOXED".
 func (s *Sandbox) Short() string {
 	st := s.Status()
 	switch {

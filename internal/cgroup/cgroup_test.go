@@ -1,0 +1,267 @@
+package cgroup
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// opened returns the hierarchy Open finds, or skips saying why there is none.
+func opened(t *testing.T) *Hierarchy {
+	t.Helper()
+	h, err := Open()
+	if err != nil {
+		t.Skipf("SKIPPED: %v", err)
+	}
+	return h
+}
+
+// inGroup reports whether /proc/pid/cgroup puts pid in group g.
+func inGroup(t *testing.T, pid int, g *Group) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(data), "/"+filepath.Base(g.any())+"\n")
+}
+
+func TestPlaceCountsAndKillsTheTree(t *testing.T) {
+	t.Parallel()
+	h := opened(t)
+	g, err := h.New(Limits{Memory: 64 << 20, Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	// The shell waits for a line on stdin before it forks: Place comes first.
+	cmd := exec.Command("/bin/sh", "-c", `read go; for i in $(seq 20); do sleep 600 & done; wait`)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Place(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if !inGroup(t, cmd.Process.Pid, g) {
+		t.Fatalf("pid %d not in %s after Place", cmd.Process.Pid, g.any())
+	}
+	in.Write([]byte("go\n"))
+	waitStats(t, g, func(st Stats) bool { return st.PidsMax > 0 })
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the shell outlived its group's removal")
+	}
+	for _, d := range g.dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("%s still there: %v", d, err)
+		}
+	}
+}
+
+func TestMemoryIsBoundedForTheTree(t *testing.T) {
+	t.Parallel()
+	h := opened(t)
+	g, err := h.New(Limits{Memory: 64 << 20, Pids: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	// Four children of 40 MiB each: under the limit alone, over it together.
+	cmd := exec.Command("/bin/sh", "-c", `read go; for i in 1 2 3 4; do (head -c 40M /dev/zero | tail -c 40M >/dev/null; sleep 600) & done; wait`)
+	in, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Place(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("go\n"))
+	waitStats(t, g, func(st Stats) bool { return st.OOMKills > 0 })
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// The unified hierarchy here may have no controllers (a hybrid host): a group without limits
+// is still made, entered at start (clone3), killed whole and removed.
+func TestV2GroupEnteredAtStart(t *testing.T) {
+	t.Parallel()
+	mounts, err := readMounts("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := readOwn("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := openV2(mounts, own, nil)
+	if err != nil {
+		t.Skipf("SKIPPED: no writable cgroup v2 hierarchy: %v", err)
+	}
+	g, err := h.New(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	cmd := exec.Command("/bin/sh", "-c", `sleep 600 & sleep 600 & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.FD()}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !inGroup(t, cmd.Process.Pid, g) {
+		t.Fatalf("pid %d not in %s", cmd.Process.Pid, g.any())
+	}
+	if _, err := g.Stats(); err != nil && !os.IsNotExist(err) {
+		t.Logf("stats without controllers: %v", err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the shell outlived its group's removal")
+	}
+}
+
+func waitStats(t *testing.T, g *Group, ok func(Stats) bool) {
+	t.Helper()
+	for {
+		st, err := g.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(st) {
+			t.Logf("stats: %+v", st)
+			return
+		}
+		procsLeft, _ := procs(g.any())
+		if len(procsLeft) == 0 {
+			t.Fatalf("group emptied before the condition: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestParseMount(t *testing.T) {
+	t.Parallel()
+	for line, want := range map[string]mount{
+		"35 25 0:30 / /sys/fs/cgroup/memory rw,relatime shared:13 - cgroup cgroup rw,memory":                  {dir: "/sys/fs/cgroup/memory", root: "/", controllers: []string{"memory"}},
+		"36 25 0:31 /a\\040b /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct":                    {dir: "/sys/fs/cgroup/cpu,cpuacct", root: "/a b", controllers: []string{"cpu", "cpuacct"}},
+		"37 25 0:32 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot": {dir: "/sys/fs/cgroup", root: "/", v2: true},
+	} {
+		got, ok := parseMount(line)
+		if !ok || got.dir != want.dir || got.root != want.root || got.v2 != want.v2 || strings.Join(got.controllers, ",") != strings.Join(want.controllers, ",") {
+			t.Errorf("parseMount(%q) = %+v, %v; want %+v", line, got, ok, want)
+		}
+	}
+	if _, ok := parseMount("22 1 0:20 / /proc rw - proc proc rw"); ok {
+		t.Error("proc parsed as a cgroup mount")
+	}
+}
+
+// BenchmarkGroup is what a group adds to a job process: made with limits, the process placed
+// in it (v1: its pid written), its counters read, the group removed. The process itself
+// (/bin/true) is started and waited for in every case.
+//
+//	go test ./internal/cgroup -run '^$' -bench Group -benchtime 200x -count 5
+func BenchmarkGroup(b *testing.B) {
+	h, err := Open()
+	if err != nil {
+		b.Skipf("SKIPPED: %v", err)
+	}
+	run := func(b *testing.B, g *Group) {
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if g != nil {
+			_ = g.Place(cmd.Process.Pid) // may have exited already; the cost is the same
+		}
+		_ = cmd.Wait()
+	}
+	b.Run("process", func(b *testing.B) {
+		for b.Loop() {
+			run(b, nil)
+		}
+	})
+	b.Run("process+group", func(b *testing.B) {
+		for b.Loop() {
+			g, err := h.New(Limits{Memory: 2 << 30, Pids: 280})
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, g)
+			if _, err := g.Stats(); err != nil {
+				b.Fatal(err)
+			}
+			if err := g.Remove(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// Under systemd delegation the platform's own group must hold no process once its children
+// have controllers: moveAll moves them to a leaf.
+func TestV2MoveToLeaf(t *testing.T) {
+	t.Parallel()
+	mounts, _ := readMounts("/proc/self/mountinfo")
+	own, _ := readOwn("/proc/self/cgroup")
+	h, err := openV2(mounts, own, nil)
+	if err != nil {
+		t.Skipf("SKIPPED: no writable cgroup v2 hierarchy: %v", err)
+	}
+	g, err := h.New(Limits{}) // stands for the service's delegated group
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := filepath.Join(g.any(), "platform")
+	defer func() { _ = rmdir(leaf); _ = g.Remove() }()
+	cmd := exec.Command("/bin/sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.FD()}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if err := moveAll(g.any(), leaf); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := procs(g.any()); len(left) != 0 {
+		t.Fatalf("processes left in the group: %v", left)
+	}
+	if in, _ := procs(leaf); len(in) != 1 || in[0] != cmd.Process.Pid {
+		t.Fatalf("leaf holds %v, want [%d]", in, cmd.Process.Pid)
+	}
+}
+
+// BenchmarkStats is one read of a group's counters, what a running job's watcher does ten
+// times a second.
+//
+//	go test ./internal/cgroup -run '^$' -bench Stats
+func BenchmarkStats(b *testing.B) {
+	h, err := Open()
+	if err != nil {
+		b.Skipf("SKIPPED: %v", err)
+	}
+	g, err := h.New(Limits{Memory: 2 << 30, Pids: 280})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Remove()
+	for b.Loop() {
+		if _, err := g.Stats(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
