@@ -143,6 +143,13 @@ func printResult(line func(k, v string), res broker.Result) {
 		line("note", "no files changed, so nothing was committed")
 	}
 	line("error", res.Error)
+	if k := r.Failure; k != "" {
+		kind := string(k)
+		if k.Operators() {
+			kind += " (the operator's to fix)"
+		}
+		line("failure", kind)
+	}
 	if r.Commit != "" {
 		line("commit", r.Commit[:min(len(r.Commit), 10)]+" on "+r.Branch)
 	}

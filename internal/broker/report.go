@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/failure"
 )
 
 // Report is what a processor tells about a job it ran (Result.Report): the commit, the files
@@ -66,6 +68,10 @@ type Report struct {
 	// API reported them to the egress proxy (zero when it did not go through the proxy).
 	ModelTokensIn  int64 `json:"modelTokensIn,omitempty"`
 	ModelTokensOut int64 `json:"modelTokensOut,omitempty"`
+	// Failure is the kind of failure that ended the run, as the processor knew it (the worker
+	// sets failure.Of of its error when the processor did not say); the reply, the job page
+	// and status show it. Unknown when the run did not fail or nothing knew.
+	Failure failure.Kind `json:"failure,omitempty"`
 }
 
 // EgressDenial is a destination a job was refused, and how often.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/failure"
 )
 
 // TestReportRoundTrip: a report survives storage as JSON, under the keys it had when it was a
@@ -13,7 +14,7 @@ import (
 func TestReportRoundTrip(t *testing.T) {
 	t.Parallel()
 	rep := broker.Report{Branch: "t-1", Commit: "abc", Files: []broker.FileChange{{Status: "M", Path: "a.html"}},
-		PreviewURLs: []string{"http://x/"}, AgentCostUSD: 0.5, AgentTurns: 3, StagesMs: map[string]int64{"git": 10}, Resent: true}
+		PreviewURLs: []string{"http://x/"}, AgentCostUSD: 0.5, AgentTurns: 3, StagesMs: map[string]int64{"git": 10}, Resent: true, Failure: failure.Build}
 	raw, err := json.Marshal(broker.Result{JobID: "j", Report: rep})
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +25,7 @@ func TestReportRoundTrip(t *testing.T) {
 	}
 	var keys struct{ Details map[string]any }
 	_ = json.Unmarshal(raw, &keys)
-	if keys.Details["previewUrls"] == nil || keys.Details["agentCostUsd"] != 0.5 {
+	if keys.Details["previewUrls"] == nil || keys.Details["agentCostUsd"] != 0.5 || keys.Details["failure"] != "build" {
 		t.Errorf("stored keys changed: %s", raw)
 	}
 	var zero struct{ Details map[string]any }

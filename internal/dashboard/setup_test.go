@@ -20,6 +20,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/dashboard"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -99,7 +100,9 @@ func (f *fixture) run(fn func(context.Context) error) {
 // open releases every blocked job.
 func (f *fixture) open() { f.gateOnce.Do(func() { close(f.gate) }) }
 
-var errAlways = errors.New("the site's build is broken <b>badly</b>")
+// errAlways is of kind Save, though its text speaks of the build: the kind is the error's,
+// never read from its words.
+var errAlways = failure.Mark(failure.Save, errors.New("the site's build is broken <b>badly</b>"))
 
 // processor: "fail…" always fails; "block…" writes output and waits for the gate (or an
 // interrupt); anything else is done at once. Results carry pipeline-like details.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -30,8 +30,8 @@ func TestBuildOverItsLimitFailsForThatReason(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "procs=32") || strings.Contains(msg, "repair") {
 		t.Fatalf("error does not name the limit, or a repair turn ran: %v", err)
 	}
-	if p := outbox.ProblemOf(err.Error()); p != outbox.ProblemLimit || !p.Operators() {
-		t.Fatalf("owner told problem %q, want %q", p, outbox.ProblemLimit)
+	if p := failure.Of(err); p != failure.Limit || !p.Operators() {
+		t.Fatalf("owner told problem %q, want %q", p, failure.Limit)
 	}
 }
 

@@ -14,9 +14,11 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/egress"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
@@ -200,13 +202,27 @@ func (r *run) dirty(ctx context.Context) (bool, error) {
 }
 
 // stage times fn as a named stage.
+// A stage's failure is of its kind (failure.Of), unless something nearer the cause gave it one.
 func (r *run) stage(name string, fn func() error) error {
 	start := time.Now()
 	err := fn()
 	took := time.Since(start)
 	r.stages[name] += took.Milliseconds()
 	metrics.StageDuration.WithLabelValues(name).Observe(took.Seconds())
-	return err
+	return kinded(stageKinds[name], err)
+}
+
+// stageKinds are the failure kinds of the stages whose failures have one.
+var stageKinds = map[string]failure.Kind{
+	"git": failure.Site, "agent": failure.Agent, "build": failure.Build, "commit": failure.Save, "push": failure.Save,
+}
+
+// kinded marks err with kind, or Limit when a process of the job went over one of its limits.
+func kinded(kind failure.Kind, err error) error {
+	if errors.Is(err, sandbox.ErrLimit) {
+		err = failure.Mark(failure.Limit, err)
+	}
+	return failure.Mark(kind, err)
 }
 
 func (r *run) output() io.Writer {

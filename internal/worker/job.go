@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/metrics"
 )
 
@@ -243,6 +245,7 @@ func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome
 	}
 	if cause != nil {
 		res.Error = cause.Error()
+		res.Report.Failure = cmp.Or(res.Report.Failure, failure.Of(cause))
 	}
 	return res
 }

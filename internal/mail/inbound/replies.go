@@ -80,7 +80,7 @@ func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
 	rep.Summary, rep.Error, rep.Attempts, rep.Commit = res.Summary, res.Error, rec.Attempts, d.Commit
 	rep.PreviewURLs = d.PreviewURLs
 	rep.Superseded, rep.Continued, rep.NoChanges, rep.LeftOut = d.InterruptedBy != "", len(d.Continues), d.NoChanges, d.LeftOut
-	rep.Problem = outbox.ProblemOf(res.Error)
+	rep.Problem = d.Failure
 }
 
 // refuse tells a verified sender why their message was not acted on.
