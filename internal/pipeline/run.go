@@ -16,6 +16,7 @@ import (
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -50,7 +51,7 @@ type run struct {
 	deploy       preview.Deployment
 	warm         *shots.Warm // the browser for the pictures, started before the build
 	pictures     string      // the check turn's pictures, readable by the agent (see check.go)
-	check        *broker.Check
+	check        *report.Check
 	leftOut      []workspace.LeftOut // what staging left out, each path once
 	egress       *egress.Session     // the job's way out (see egress.go); nil: none
 }
@@ -267,7 +268,7 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 
 // outcome reports what the run did so far.
 func (r *run) outcome(sha string) worker.Outcome {
-	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
+	rep := report.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
 		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check,
 		LeftOut: leftOutNotes(r.leftOut), EgressDenied: r.egressDenied()}
@@ -315,10 +316,10 @@ func leftOutNotes(left []workspace.LeftOut) []string {
 }
 
 // fileChanges converts the workspace's changes to the report's.
-func fileChanges(cs []workspace.Change) []broker.FileChange {
-	out := make([]broker.FileChange, len(cs))
+func fileChanges(cs []workspace.Change) []report.FileChange {
+	out := make([]report.FileChange, len(cs))
 	for i, c := range cs {
-		out[i] = broker.FileChange{Status: c.Status, Path: c.Path}
+		out[i] = report.FileChange{Status: c.Status, Path: c.Path}
 	}
 	return out
 }

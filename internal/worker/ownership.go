@@ -87,10 +87,10 @@ func (o *ownership) run(shutdown context.Context) {
 // waited for a process that could take it, and after a node loss the others are often blind
 // (TestOwnerTriesItsQueueAgainWhileTheEngineElects).
 func (o *ownership) openQueue(shutdown context.Context) (q broker.Queue, err error) {
+	front := o.w.pool.front.open(o.ctx, o.b, o.log) // once per pool, outside the open's retries
 	ctx, cancel := context.WithTimeout(o.ctx, o.w.cfg.OpenRetryFor)
 	defer cancel()
 	err = retry.Do(ctx, func(ctx context.Context) (err error) {
-		front := o.w.pool.front.open(ctx, o.b, o.log)
 		q, err = broker.OpenQueue(ctx, o.b.Inbox, front, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
 		return err
 	}, func(error) bool { return shutdown.Err() != nil }, func(err error) {

@@ -35,6 +35,8 @@ func (f *frontTable) open(ctx context.Context, b *broker.Backend, log *slog.Logg
 	if f.table != nil || b.Table == nil {
 		return f.table
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	t, err := b.Table(ctx, broker.FrontTable)
 	if err != nil {
 		log.WarnContext(ctx, "open the front table; corrections wait their turn", slog.Any("err", err))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/failure"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 // operatorOnly are what a site owner's email must never show: paths, our variables, commands,
@@ -51,7 +52,7 @@ func TestOwnerCopyForEveryFailure(t *testing.T) {
 			t.Fatalf("%s: no job: %+v", tt.name, rep.Decision)
 		}
 		res := broker.Result{JobID: rep.JobID, State: tt.state, Error: tt.err, Attempt: 3, OutputTail: tt.err,
-			Report: broker.Report{Failure: tt.kind}}
+			Details: report.Report{Failure: tt.kind}.Encode()}
 		if err := f.in.OnResult(ctx, res); err != nil {
 			t.Fatal(err)
 		}
