@@ -7,6 +7,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent/agenttest"
 	"github.com/webordinary/webordinary/internal/capability"
+	jobreport "github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 // TestCheckTurnInTheSandbox: a project with --check-turn, the fake Claude in the bubblewrap
@@ -35,7 +36,7 @@ func TestCheckTurnInTheSandbox(t *testing.T) {
 	const blue = `write index.html: <html><body style="margin:0"><div style="background:#0000ff;height:300px">Hello</div></body></html>`
 	const green = `write index.html: <html><body style="margin:0"><div style="background:#00aa00;height:300px">Hello</div></body></html>`
 	rec := c.sendThread(t.Context(), blue+"\non-images "+green)
-	d := rec.Result.Report
+	d := jobreport.Of(*rec.Result)
 	if d.Check == nil || !d.Check.Changed || d.Check.Pictures == 0 || !strings.Contains(d.Check.Summary, "looked at") {
 		t.Fatalf("check: %+v", d.Check)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/demo"
+	jobreport "github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
@@ -302,7 +303,7 @@ func progressLine(j broker.JobRecord, st api.Status) string {
 func report(data string, c *api.Client, rec broker.JobRecord, say func(string, ...any)) {
 	if rec.Result != nil {
 		say("result: %s — %s", rec.State, strings.TrimSpace(rec.Result.Summary))
-		for _, u := range rec.Result.Report.PreviewURLs {
+		for _, u := range jobreport.Of(*rec.Result).PreviewURLs {
 			say("preview: %s", u)
 		}
 	}

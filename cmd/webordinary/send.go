@@ -12,6 +12,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
+	jobreport "github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/router"
 )
 
@@ -137,12 +138,19 @@ func printJob(out io.Writer, rec broker.JobRecord) {
 }
 
 func printResult(line func(k, v string), res broker.Result) {
-	r := res.Report
+	r := jobreport.Of(res)
 	line("summary", firstLineOf(res.Summary, 200))
 	if r.NoChanges {
 		line("note", "no files changed, so nothing was committed")
 	}
 	line("error", res.Error)
+	if k := r.Failure; k != "" {
+		kind := string(k)
+		if k.Operators() {
+			kind += " (the operator's to fix)"
+		}
+		line("failure", kind)
+	}
 	if r.Commit != "" {
 		line("commit", r.Commit[:min(len(r.Commit), 10)]+" on "+r.Branch)
 	}

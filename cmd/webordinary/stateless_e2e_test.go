@@ -16,6 +16,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent/agenttest"
 	"github.com/webordinary/webordinary/internal/broker"
+	jobreport "github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/shots"
 )
@@ -68,7 +69,7 @@ func TestStatelessWorkerResumesSession(t *testing.T) {
 		t.Log("no Chromium here: the pictures' way through the engine is not tested end to end")
 	}
 	for i, j := range []broker.JobRecord{job1, job2} {
-		t.Logf("job %d on %s: stages (ms) %v", i+1, j.Worker, j.Result.Report.StagesMs)
+		t.Logf("job %d on %s: stages (ms) %v", i+1, j.Worker, jobreport.Of(*j.Result).StagesMs)
 	}
 	logStateFigures(t, dir)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -96,9 +97,9 @@ func processor() worker.Processor {
 	return worker.ProcessorFunc(func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
 		if task.Job.Instruction == "slow" {
 			<-ctx.Done()
-			return worker.Outcome{Report: broker.Report{Interrupted: true}}, context.Cause(ctx)
+			return worker.Outcome{Report: report.Report{Interrupted: true}}, context.Cause(ctx)
 		}
-		return worker.Outcome{Summary: "did " + task.Job.Instruction, Report: broker.Report{Commit: "c0ffee"}}, nil
+		return worker.Outcome{Summary: "did " + task.Job.Instruction, Report: report.Report{Commit: "c0ffee"}}, nil
 	})
 }
 
@@ -126,7 +127,7 @@ func TestClientJobs(t *testing.T) {
 		t.Fatalf("submit: %+v %v", rec, err)
 	}
 	done, err := c.WaitJob(ctx, rec.Job.ID, 30*time.Second)
-	if err != nil || done.State != broker.StateDone || done.Result == nil || done.Result.Report.Commit != "c0ffee" {
+	if err != nil || done.State != broker.StateDone || done.Result == nil || report.Of(*done.Result).Commit != "c0ffee" {
 		t.Fatalf("wait: %+v %v", done, err)
 	}
 	st, err := c.Status(ctx)

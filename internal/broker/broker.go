@@ -258,6 +258,10 @@ type Interrupt struct {
 	// Thread, with Before, narrows it to a running job of this thread: a newer instruction on
 	// the same thread corrects the running one; one on another thread waits its turn.
 	Thread string `json:"thread,omitempty"`
+	// Job, with Before, is that newer job itself, when it is small enough (MaxPromotedJob):
+	// an owner that interrupts its running job for it promotes it (Promoter), so the
+	// correction runs next, ahead of the other threads' jobs queued before it.
+	Job *Job `json:"job,omitempty"`
 	// Release asks the owner to release the tenant once its running job (if any) ends.
 	Release bool   `json:"release,omitempty"`
 	Reason  string `json:"reason,omitempty"`

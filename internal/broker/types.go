@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -127,8 +128,9 @@ type Result struct {
 	Worker     string        `json:"worker,omitempty"`
 	LeaseToken uint64        `json:"leaseToken,omitempty"`
 	FinishedAt time.Time     `json:"finishedAt"`
-	// Report is what the processor tells about the run (files changed, commit, preview URLs...).
-	Report Report `json:"details,omitzero"`
+	// Details is what the processor tells about the run (files changed, commit, previews...),
+	// opaque to the queue layer: JSON its readers decode (the pipeline's report.Of).
+	Details json.RawMessage `json:"details,omitempty"`
 	// Job is the job this result is for, without attachment data, so a reply can be sent
 	// and a lost record rebuilt from the result alone.
 	Job *Job `json:"job,omitempty"`

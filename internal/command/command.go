@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
-	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -84,7 +84,7 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 	req := agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task, sess), Home: dir, Jail: jail}
 	res, err := agent.Run(ctx, spec, req)
 	out := worker.Outcome{Summary: res.Summary, ExitCode: res.ExitCode, OutputTail: res.OutputTail,
-		Report: broker.Report{DurationMs: res.Duration.Milliseconds(), EgressDenied: denials(sess),
+		Report: report.Report{DurationMs: res.Duration.Milliseconds(), EgressDenied: denials(sess),
 			ModelTokensIn: sess.Usage().InputTokens, ModelTokensOut: sess.Usage().OutputTokens}}
 	var over error
 	if err == nil && ctx.Err() == nil {
@@ -135,10 +135,10 @@ func (p *Processor) egressSpec(sess *egress.Session) *sandbox.Egress {
 	return &sandbox.Egress{Socket: sess.Socket, Port: p.cfg.Egress.Port()}
 }
 
-func denials(sess *egress.Session) []broker.EgressDenial {
-	var out []broker.EgressDenial
+func denials(sess *egress.Session) []report.EgressDenial {
+	var out []report.EgressDenial
 	for _, d := range sess.Denied() {
-		out = append(out, broker.EgressDenial{Target: d.Target, Reason: d.Reason, Count: d.Count})
+		out = append(out, report.EgressDenial{Target: d.Target, Reason: d.Reason, Count: d.Count})
 	}
 	return out
 }

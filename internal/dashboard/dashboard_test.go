@@ -231,6 +231,20 @@ func TestRelease(t *testing.T) {
 	}
 }
 
+// TestJobPageShowsFailureKind: a failed job's page says its failure's kind, as the processor's
+// error carried it, and whose it is to fix.
+func TestJobPageShowsFailureKind(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{maxAttempts: 1})
+	rec := f.submit("bob", "fail now")
+	f.waitState(rec.Job.ID, broker.StateDead)
+	res, body := f.get("/jobs/" + rec.Job.ID)
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "<dt>Failure</dt>") ||
+		!strings.Contains(body, "save (the operator's to fix)") {
+		t.Fatalf("the job page does not say the failure's kind:\n%s", body)
+	}
+}
+
 // TestDeadLetters: a job that always fails (MaxAttempts 1) is listed under /dead; Retry
 // submits it again as a new job and removes the dead letter; Discard removes one.
 func TestDeadLetters(t *testing.T) {

@@ -5,11 +5,11 @@ import (
 	"net/url"
 	"slices"
 
-	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 // details is a job's report with what the job page derives from it.
-type details struct{ broker.Report }
+type details struct{ report.Report }
 
 // stage is one pipeline stage's time, for the bar chart.
 type stage struct {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 func TestExcerpt(t *testing.T) {
@@ -83,7 +83,7 @@ func TestLoopbackHost(t *testing.T) {
 // relative to the longest; the commit is shortened.
 func TestDetails(t *testing.T) {
 	t.Parallel()
-	d := details{broker.Report{PreviewURLs: []string{"https://p.example/", "javascript:x"}, Commit: "abcdef0123456789",
+	d := details{report.Report{PreviewURLs: []string{"https://p.example/", "javascript:x"}, Commit: "abcdef0123456789",
 		StagesMs: map[string]int64{"push": 5, "agent": 100, "zeta": 1, "git": 10}}}
 	got := fmt.Sprintf("%v %s %v", d.Previews(), d.ShortCommit(), d.Stages())
 	want := `[{https://p.example/ true} {javascript:x false}] abcdef0123 [{git 10 10} {agent 100 100} {push 5 5} {zeta 1 1}]`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/shots"
 )
 
@@ -86,7 +87,7 @@ func (d *Dashboard) loadJob(ctx context.Context, id string) (jobData, error) {
 	}
 	j := jobData{Rec: rec}
 	if rec.Result != nil {
-		j.Details = details{rec.Result.Report}
+		j.Details = details{report.Of(*rec.Result)}
 	}
 	if rec.State.Final() {
 		j.Pictures = d.pictures(id)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 //go:embed templates static
@@ -175,7 +176,7 @@ func firstPreview(rec broker.JobRecord) string {
 	if rec.Result == nil {
 		return ""
 	}
-	for _, l := range (details{rec.Result.Report}).Previews() {
+	for _, l := range (details{report.Of(*rec.Result)}).Previews() {
 		if l.Safe {
 			return l.URL
 		}

@@ -20,7 +20,9 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/dashboard"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/live"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -99,7 +101,9 @@ func (f *fixture) run(fn func(context.Context) error) {
 // open releases every blocked job.
 func (f *fixture) open() { f.gateOnce.Do(func() { close(f.gate) }) }
 
-var errAlways = errors.New("the site's build is broken <b>badly</b>")
+// errAlways is of kind Save, though its text speaks of the build: the kind is the error's,
+// never read from its words.
+var errAlways = failure.Mark(failure.Save, errors.New("the site's build is broken <b>badly</b>"))
 
 // processor: "fail…" always fails; "block…" writes output and waits for the gate (or an
 // interrupt); anything else is done at once. Results carry pipeline-like details.
@@ -114,7 +118,7 @@ func (f *fixture) processor() worker.Processor {
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
-				return worker.Outcome{Report: broker.Report{Interrupted: true}}, context.Cause(ctx)
+				return worker.Outcome{Report: report.Report{Interrupted: true}}, context.Cause(ctx)
 			}
 		}
 		return outcome(task), nil
@@ -122,8 +126,8 @@ func (f *fixture) processor() worker.Processor {
 }
 
 func outcome(task worker.Task) worker.Outcome {
-	return worker.Outcome{Summary: "Summary: did <" + task.Job.Instruction + ">", Report: broker.Report{
-		Files:         []broker.FileChange{{Status: "M", Path: "index.html"}, {Status: "A", Path: "<img src=x>.png"}},
+	return worker.Outcome{Summary: "Summary: did <" + task.Job.Instruction + ">", Report: report.Report{
+		Files:         []report.FileChange{{Status: "M", Path: "index.html"}, {Status: "A", Path: "<img src=x>.png"}},
 		Diffstat:      " 2 files changed, 3 insertions(+) <i>x</i>",
 		PreviewURLs:   []string{"http://edit.site.localhost:8080/", "javascript:alert(1)"},
 		Branch:        "thread-" + task.Job.Thread,
@@ -132,9 +136,9 @@ func outcome(task worker.Task) worker.Outcome {
 		AgentTurns:    4,
 		ModelRetries:  2,
 		ModelWait:     3 * time.Second,
-		Check:         &broker.Check{Pictures: 2, Changed: true, Summary: "made the header green"},
+		Check:         &report.Check{Pictures: 2, Changed: true, Summary: "made the header green"},
 		StagesMs:      map[string]int64{"git": 12, "agent": 900, "build": 300, "push": 40},
-		EgressDenied:  []broker.EgressDenial{{Target: "<script>evil.example:443", Reason: "host not allowed", Count: 3}},
+		EgressDenied:  []report.EgressDenial{{Target: "<script>evil.example:443", Reason: "host not allowed", Count: 3}},
 		ModelTokensIn: 1200, ModelTokensOut: 345,
 	}}
 }

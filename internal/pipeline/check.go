@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/shots"
 )
 
@@ -40,7 +40,7 @@ func (r *run) lookAgain(ctx context.Context) error {
 // checkTurn gives the agent the instruction and the after-pictures; changed reports whether
 // it changed files (staged, like the first turn's work).
 func (r *run) checkTurn(ctx context.Context, rep shots.Report) (changed bool, err error) {
-	r.check = &broker.Check{}
+	r.check = &report.Check{}
 	dir, pics, err := r.checkPictures(rep)
 	defer func() { _ = os.RemoveAll(dir); r.pictures = "" }()
 	if err != nil || len(pics) == 0 {
@@ -106,7 +106,7 @@ func (r *run) undoCheck(ctx context.Context, tree, why string) error {
 
 func (r *run) checkFailed(ctx context.Context, why string) error {
 	if r.check == nil {
-		r.check = &broker.Check{}
+		r.check = &report.Check{}
 	}
 	r.check.Changed = false
 	r.check.Note = "The check turn did not count: " + why

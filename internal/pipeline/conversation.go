@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -68,7 +68,7 @@ func interruptedSummary(newer, committed bool, branch string) string {
 }
 
 // handOver records this interrupted job on its thread for the next job's agent.
-func (r *run) handOver(ctx context.Context, commit string, files []broker.FileChange) {
+func (r *run) handOver(ctx context.Context, commit string, files []report.FileChange) {
 	ij := project.InterruptedJob{Job: r.task.Job.ID, Instruction: r.task.Job.Instruction, Commit: commit,
 		Summary: strings.TrimSpace(r.agentRes.Summary)}
 	for _, f := range files {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -119,8 +120,8 @@ func TestSameThreadInstructionInterruptsAndHandsOver(t *testing.T) {
 	if a.State != broker.StateInterrupted || b.State != broker.StateDone {
 		t.Fatalf("states %s, %s; want interrupted, done (%q, %q)", a.State, b.State, a.LastError, b.LastError)
 	}
-	ra, rb := a.Result.Report, b.Result.Report
-	if ra.Commit == "" || ra.InterruptedBy != second || !slices.ContainsFunc(ra.Files, func(f broker.FileChange) bool { return f.Path == "partial.txt" }) {
+	ra, rb := report.Of(*a.Result), report.Of(*b.Result)
+	if ra.Commit == "" || ra.InterruptedBy != second || !slices.ContainsFunc(ra.Files, func(f report.FileChange) bool { return f.Path == "partial.txt" }) {
 		t.Fatalf("interrupted job's report %+v", ra)
 	}
 	if !strings.Contains(a.Result.Summary, "newer message on this thread") || !strings.Contains(a.Result.Summary, "saved") {
@@ -166,8 +167,8 @@ func TestOtherThreadInstructionWaits(t *testing.T) {
 	if b.StartedAt.Before(a.FinishedAt) {
 		t.Fatalf("the other thread's job started at %s, before the running one finished at %s", b.StartedAt, a.FinishedAt)
 	}
-	if len(b.Result.Report.Continues) != 0 {
-		t.Fatalf("another thread's job was handed %v", b.Result.Report.Continues)
+	if len(report.Of(*b.Result).Continues) != 0 {
+		t.Fatalf("another thread's job was handed %v", report.Of(*b.Result).Continues)
 	}
 	git(t, c.origin, "show", "thread-t1:a.txt")
 	git(t, c.origin, "show", "thread-t2:b.txt")
@@ -192,7 +193,7 @@ func TestInterruptedBeforeAnyChangeShowsNoCommit(t *testing.T) {
 	t.Parallel()
 	c := setupConvo(t, nil)
 	earlier := c.wait(c.submit("t1", "write x.txt: x"))
-	if earlier.Result.Report.Commit == "" {
+	if report.Of(*earlier.Result).Commit == "" {
 		t.Fatalf("the earlier job committed nothing: %+v", earlier.Result)
 	}
 	first := c.submit("t1", "write-pid first.pid\nsleep 30")
@@ -202,7 +203,7 @@ func TestInterruptedBeforeAnyChangeShowsNoCommit(t *testing.T) {
 	if a.State != broker.StateInterrupted || b.State != broker.StateDone {
 		t.Fatalf("states %s, %s", a.State, b.State)
 	}
-	if r := a.Result.Report; r.Commit != "" || len(r.Files) != 0 || r.Diffstat != "" {
+	if r := report.Of(*a.Result); r.Commit != "" || len(r.Files) != 0 || r.Diffstat != "" {
 		t.Fatalf("a job that changed nothing reports commit %q, files %v", r.Commit, r.Files)
 	}
 	if s := a.Result.Summary; !strings.Contains(s, "before anything was changed") || strings.Contains(s, "saved on") {

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/webordinary/webordinary/internal/agent"
-	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/egress"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
@@ -170,10 +170,10 @@ func (r *run) behindEgress(spec agent.Spec, env []string) (agent.Spec, []string)
 }
 
 // egressDenied is what the proxy refused the job so far, for its report.
-func (r *run) egressDenied() []broker.EgressDenial {
-	var out []broker.EgressDenial
+func (r *run) egressDenied() []report.EgressDenial {
+	var out []report.EgressDenial
 	for _, d := range r.egress.Denied() {
-		out = append(out, broker.EgressDenial{Target: d.Target, Reason: d.Reason, Count: d.Count})
+		out = append(out, report.EgressDenial{Target: d.Target, Reason: d.Reason, Count: d.Count})
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/egress"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -176,6 +177,9 @@ func TestAnyAgentStopsAtItsBudget(t *testing.T) {
 	out, err := f.run(task("t1", "spend"))
 	if !errors.Is(err, worker.ErrPermanent) || !strings.Contains(err.Error(), "budget") || !strings.Contains(err.Error(), "--max-budget-usd") {
 		t.Fatalf("job: %v (%+v), want a permanent failure naming the budget", err, out.Summary)
+	}
+	if k := failure.Of(err); k != failure.Budget || !k.Operators() {
+		t.Errorf("failure kind %q, want %q, the operator's", k, failure.Budget)
 	}
 	if n := calls.Load(); n != 3 { // $0.0675, $0.135, $0.2025: the fourth is refused
 		t.Errorf("the model served %d calls, want 3 within a $0.20 budget", n)

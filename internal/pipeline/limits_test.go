@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -30,8 +30,8 @@ func TestBuildOverItsLimitFailsForThatReason(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "procs=32") || strings.Contains(msg, "repair") {
 		t.Fatalf("error does not name the limit, or a repair turn ran: %v", err)
 	}
-	if p := outbox.ProblemOf(err.Error()); p != outbox.ProblemLimit || !p.Operators() {
-		t.Fatalf("owner told problem %q, want %q", p, outbox.ProblemLimit)
+	if p := failure.Of(err); p != failure.Limit || !p.Operators() {
+		t.Fatalf("owner told problem %q, want %q", p, failure.Limit)
 	}
 }
 
@@ -61,8 +61,8 @@ mkdir -p dist && cp index.html dist/
 	if !errors.Is(err, worker.ErrPermanent) || !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "mem=256MiB") {
 		t.Fatalf("a build of four 100 MiB children under mem=256MiB: %v (%+v)", err, out.Report)
 	}
-	if p := outbox.ProblemOf(err.Error()); p != outbox.ProblemLimit || !p.Operators() {
-		t.Fatalf("owner told problem %q, want %q", p, outbox.ProblemLimit)
+	if p := failure.Of(err); p != failure.Limit || !p.Operators() {
+		t.Fatalf("owner told problem %q, want %q", p, failure.Limit)
 	}
 	t.Logf("operator: %v", err)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jhillyerd/enmime/v2"
 
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -87,9 +88,9 @@ func TestModelUnavailableBeyondBudgetTellsOwner(t *testing.T) {
 	if runs := f.apiErrorRuns(t); len(runs) != 2 {
 		t.Fatalf("%d agent runs; want 2 (one retry fits in 1.5s with retry-after 1s)", len(runs))
 	}
-	problem := outbox.ProblemOf(err.Error())
-	if problem != outbox.ProblemModel {
-		t.Fatalf("error %q is classed %q; want %q", err, problem, outbox.ProblemModel)
+	problem := failure.Of(err)
+	if problem != failure.Model {
+		t.Fatalf("error %q is classed %q; want %q", err, problem, failure.Model)
 	}
 	msg, cerr := outbox.Compose(outbox.Reply{Kind: outbox.Failed, Problem: problem, Error: err.Error(), Subject: "Hours",
 		JobID: "j1", From: mail.Address{Address: "edit@edit.example.net"}, To: mail.Address{Address: "alice@example.com"}}, time.Now())
@@ -159,7 +160,7 @@ func TestSharedClaudeLogin(t *testing.T) {
 
 	g := setupConfig(t, site, nil, func(c *pipelineConfig) { c.ClaudeLogin = writeClaudeLogin(t, time.Now().Add(-time.Minute)) })
 	_, err = g.run(task("t1", "replace Hello with Hi in index.html"))
-	if !errors.Is(err, worker.ErrPermanent) || outbox.ProblemOf(err.Error()) != outbox.ProblemModel {
+	if !errors.Is(err, worker.ErrPermanent) || failure.Of(err) != failure.Model {
 		t.Fatalf("expired login: %v; want a permanent model-service failure", err)
 	}
 }

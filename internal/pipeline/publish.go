@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -275,7 +276,7 @@ func (r *run) liveSite(ctx context.Context) (string, func(), error) {
 		if ctx.Err() != nil {
 			return "", nil, context.Cause(ctx)
 		}
-		return "", nil, errOwner("The site did not build from %s, so nothing was published; the live site is unchanged. (%v)", r.proj.DefaultBranch, err)
+		return "", nil, failure.Mark(failure.Build, errOwner("The site did not build from %s, so nothing was published; the live site is unchanged. (%v)", r.proj.DefaultBranch, err))
 	}
 	return r.siteDir(ctx)
 }

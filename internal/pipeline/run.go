@@ -14,9 +14,12 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/egress"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 	"github.com/webordinary/webordinary/internal/workspace"
@@ -48,7 +51,7 @@ type run struct {
 	deploy       preview.Deployment
 	warm         *shots.Warm // the browser for the pictures, started before the build
 	pictures     string      // the check turn's pictures, readable by the agent (see check.go)
-	check        *broker.Check
+	check        *report.Check
 	leftOut      []workspace.LeftOut // what staging left out, each path once
 	egress       *egress.Session     // the job's way out (see egress.go); nil: none
 }
@@ -200,13 +203,27 @@ func (r *run) dirty(ctx context.Context) (bool, error) {
 }
 
 // stage times fn as a named stage.
+// A stage's failure is of its kind (failure.Of), unless something nearer the cause gave it one.
 func (r *run) stage(name string, fn func() error) error {
 	start := time.Now()
 	err := fn()
 	took := time.Since(start)
 	r.stages[name] += took.Milliseconds()
 	metrics.StageDuration.WithLabelValues(name).Observe(took.Seconds())
-	return err
+	return kinded(stageKinds[name], err)
+}
+
+// stageKinds are the failure kinds of the stages whose failures have one.
+var stageKinds = map[string]failure.Kind{
+	"git": failure.Site, "agent": failure.Agent, "build": failure.Build, "commit": failure.Save, "push": failure.Save,
+}
+
+// kinded marks err with kind, or Limit when a process of the job went over one of its limits.
+func kinded(kind failure.Kind, err error) error {
+	if errors.Is(err, sandbox.ErrLimit) {
+		err = failure.Mark(failure.Limit, err)
+	}
+	return failure.Mark(kind, err)
 }
 
 func (r *run) output() io.Writer {
@@ -251,7 +268,7 @@ func short(sha string) string { return sha[:min(len(sha), 10)] }
 
 // outcome reports what the run did so far.
 func (r *run) outcome(sha string) worker.Outcome {
-	rep := broker.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
+	rep := report.Report{Branch: r.thread.Branch, StagesMs: r.stages, Commit: sha,
 		DurationMs: time.Since(r.start).Milliseconds(), PreviewURLs: r.deploy.URLs, Continues: r.continues,
 		AgentSession: r.agentRes.Session, ModelRetries: r.modelRetries, ModelWait: r.modelWait, Check: r.check,
 		LeftOut: leftOutNotes(r.leftOut), EgressDenied: r.egressDenied()}
@@ -299,10 +316,10 @@ func leftOutNotes(left []workspace.LeftOut) []string {
 }
 
 // fileChanges converts the workspace's changes to the report's.
-func fileChanges(cs []workspace.Change) []broker.FileChange {
-	out := make([]broker.FileChange, len(cs))
+func fileChanges(cs []workspace.Change) []report.FileChange {
+	out := make([]report.FileChange, len(cs))
 	for i, c := range cs {
-		out[i] = broker.FileChange{Status: c.Status, Path: c.Path}
+		out[i] = report.FileChange{Status: c.Status, Path: c.Path}
 	}
 	return out
 }

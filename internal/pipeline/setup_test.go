@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/webordinary/webordinary/internal/capability"
-	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -67,8 +67,8 @@ func TestSetupFailuresArePermanent(t *testing.T) {
 				t.Fatalf("err = %v; want a permanent failure (retrying cannot fix it)", err)
 			}
 			t.Logf("the operator reads: %v", err)
-			if p := outbox.ProblemOf(err.Error()); p != outbox.ProblemSetup || !p.Operators() {
-				t.Errorf("error %q is classed %q; want %q, the operator's", err, p, outbox.ProblemSetup)
+			if p := failure.Of(err); p != failure.Setup || !p.Operators() {
+				t.Errorf("error %q is classed %q; want %q, the operator's", err, p, failure.Setup)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -84,7 +84,7 @@ func TestOrdinaryAgentFailureIsRetried(t *testing.T) {
 	t.Parallel()
 	f := setupSandboxed(t, "echo 'could not decide what to change' >&2; exit 1")
 	_, err := f.run(task("t1", "Hi"))
-	if err == nil || errors.Is(err, worker.ErrPermanent) || outbox.ProblemOf(err.Error()) == outbox.ProblemSetup {
+	if err == nil || errors.Is(err, worker.ErrPermanent) || failure.Of(err) != failure.Agent {
 		t.Fatalf("err = %v; want a retryable agent failure", err)
 	}
 }

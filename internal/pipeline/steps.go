@@ -14,6 +14,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/build"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/hostile"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
@@ -70,7 +71,7 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 		req.Session = ""
 	}
 	if err := r.shareLogin(spec); err != nil {
-		return fmt.Errorf("%w: model service: %w", worker.ErrPermanent, err)
+		return fmt.Errorf("%w: %w", worker.ErrPermanent, failure.Mark(failure.Model, fmt.Errorf("model service: %w", err)))
 	}
 	var res agent.Result
 	err := r.stage(stage, func() (err error) {
@@ -80,15 +81,15 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 	r.agentRes = mergeAgent(r.agentRes, res)
 	metrics.AgentCost.Add(res.CostUSD)
 	if lerr := req.Jail.OverLimit(res.OK, res.ExitCode, res.OutputTail); lerr != nil && err == nil {
-		err = fmt.Errorf("agent: %w", lerr)
+		err = failure.Mark(failure.Limit, fmt.Errorf("agent: %w", lerr))
 	}
 	if spent, over := r.egress.OverBudget(); over && !res.OK && err == nil {
-		err = fmt.Errorf("agent: the job's model calls reached its budget, $%.2f of $%.2f at list prices (raise it with `webordinary project update %s --max-budget-usd N`)",
-			spent, r.proj.Agent.MaxBudgetUSD, r.proj.ID)
+		err = failure.Mark(failure.Budget, fmt.Errorf("agent: the job's model calls reached its budget, $%.2f of $%.2f at list prices (raise it with `webordinary project update %s --max-budget-usd N`)",
+			spent, r.proj.Agent.MaxBudgetUSD, r.proj.ID))
 	}
 	r.saveSession(ctx, spec.Kind, res.Session)
 	if serr := r.stageWork(ctx); serr != nil && err == nil {
-		return fmt.Errorf("stage the agent's changes: %w", serr)
+		return failure.Mark(failure.Save, fmt.Errorf("stage the agent's changes: %w", serr))
 	}
 	switch {
 	case err != nil:
@@ -96,14 +97,14 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
 	case res.TimedOut != "":
-		return fmt.Errorf("the agent was stopped by its %s limit: %s", res.TimedOut, res.Error)
+		return failure.Mark(failure.Timeout, fmt.Errorf("the agent was stopped by its %s limit: %s", res.TimedOut, res.Error))
 	case r.modelGaveUp:
-		return fmt.Errorf("%w: the model service was unavailable: the agent was turned away %d times over %s (retry budget %s): %s",
-			worker.ErrPermanent, r.modelRetries+1, r.modelWait.Round(time.Second), r.p.cfg.ModelRetryBudget, res.Error)
+		return fmt.Errorf("%w: %w", worker.ErrPermanent, failure.Mark(failure.Model, fmt.Errorf("the model service was unavailable: the agent was turned away %d times over %s (retry budget %s): %s",
+			r.modelRetries+1, r.modelWait.Round(time.Second), r.p.cfg.ModelRetryBudget, res.Error)))
 	case res.Setup != "":
-		return fmt.Errorf("%w: %s", worker.ErrPermanent, r.setupError(spec, res))
+		return fmt.Errorf("%w: %w", worker.ErrPermanent, failure.Mark(failure.Setup, errors.New(r.setupError(spec, res))))
 	case !res.OK:
-		return fmt.Errorf("the agent did not succeed: %s", res.Error)
+		return failure.Mark(failure.Agent, fmt.Errorf("the agent did not succeed: %s", res.Error))
 	}
 	return nil
 }
@@ -204,7 +205,7 @@ func (r *run) buildWithRepair(ctx context.Context) error {
 			return err
 		}
 		if turn >= r.proj.RepairTurns || !errors.Is(err, build.ErrBuild) || errors.Is(err, sandbox.ErrLimit) {
-			return fmt.Errorf("%w: %w\n%s", worker.ErrPermanent, err, tailString(r.buildRes.Log, 1500))
+			return fmt.Errorf("%w: %w\n%s", worker.ErrPermanent, kinded(failure.Build, err), tailString(r.buildRes.Log, 1500))
 		}
 		r.log.InfoContext(ctx, "build failed; giving the agent a repair turn")
 		snap, serr := r.snapshot(ctx)
@@ -229,7 +230,7 @@ func (r *run) siteDir(ctx context.Context) (string, func(), error) {
 	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
 	if plan.Command != "" || plan.OutputDir != "." {
 		if err := r.insideRepo(r.buildRes.OutputDir); err != nil {
-			return "", nil, err
+			return "", nil, failure.Mark(failure.Build, err)
 		}
 		return r.buildRes.OutputDir, func() {}, nil
 	}
@@ -334,7 +335,7 @@ func (r *run) saveAttachments() error {
 	}
 	for i, a := range r.task.Job.Attachments {
 		if int64(len(a.Data)) > r.proj.MaxAttachmentBytes {
-			return fmt.Errorf("attachment %q is %d bytes; this project takes at most %d", a.Name, len(a.Data), r.proj.MaxAttachmentBytes)
+			return failure.Mark(failure.Size, fmt.Errorf("attachment %q is %d bytes; this project takes at most %d", a.Name, len(a.Data), r.proj.MaxAttachmentBytes))
 		}
 		name, err := writeUnique(tree, dir, SanitizeName(a.Name, i+1), a.Data)
 		if err != nil {

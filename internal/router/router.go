@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -322,10 +323,26 @@ func (r *Router) tryNudge(ctx context.Context, job broker.Job) error {
 		r.waiting(t, job.AcceptedAt)
 		return r.b.Claims.Request(ctx, t, job.AcceptedAt)
 	case err == nil && job.Action == broker.ActionEdit && r.cfg.Policy(ctx, t) == PolicyInterrupt:
-		return r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread,
+		return r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread, Job: carried(job),
 			Reason: "a newer instruction on the same thread (" + job.ID + ")"})
 	}
 	return err
+}
+
+// carried is job, to travel with the interrupt it sends, when it is small enough: the owner
+// that stops its thread's running job for it puts it first in the tenant's queue.
+func carried(job broker.Job) *broker.Job {
+	n := len(job.Instruction)
+	for _, a := range job.Attachments {
+		n += len(a.Data)
+	}
+	if n > broker.MaxPromotedJob { // spare encoding what is too large anyway
+		return nil
+	}
+	if data, err := json.Marshal(job); err != nil || len(data) > broker.MaxPromotedJob {
+		return nil
+	}
+	return &job
 }
 
 func (r *Router) nudgeFailed(ctx context.Context, job broker.Job, err error) {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/metrics"
 )
 
@@ -235,7 +237,7 @@ func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome
 	now := time.Now()
 	res := broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: rec.Job.Thread, State: state,
 		Summary: out.Summary, ExitCode: out.ExitCode, OutputTail: out.OutputTail, Attempt: rec.Attempts,
-		Worker: o.w.id, LeaseToken: o.token, FinishedAt: now, Report: out.Report}
+		Worker: o.w.id, LeaseToken: o.token, FinishedAt: now}
 	job := rec.Job.WithoutData()
 	res.Job = &job
 	if !rec.StartedAt.IsZero() {
@@ -243,6 +245,8 @@ func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome
 	}
 	if cause != nil {
 		res.Error = cause.Error()
+		out.Report.Failure = cmp.Or(out.Report.Failure, failure.Of(cause))
 	}
+	res.Details = out.Report.Encode()
 	return res
 }

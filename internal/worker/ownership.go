@@ -43,6 +43,9 @@ type ownership struct {
 	mu     sync.Mutex
 	lease  broker.Lease
 	cur    *current
+	// queue is the tenant's open queue, for promoting a correction (set before interrupts
+	// are watched).
+	queue broker.Queue
 }
 
 type current struct {
@@ -84,10 +87,11 @@ func (o *ownership) run(shutdown context.Context) {
 // waited for a process that could take it, and after a node loss the others are often blind
 // (TestOwnerTriesItsQueueAgainWhileTheEngineElects).
 func (o *ownership) openQueue(shutdown context.Context) (q broker.Queue, err error) {
+	front := o.w.pool.front.open(o.ctx, o.b, o.log) // once per pool, outside the open's retries
 	ctx, cancel := context.WithTimeout(o.ctx, o.w.cfg.OpenRetryFor)
 	defer cancel()
 	err = retry.Do(ctx, func(ctx context.Context) (err error) {
-		q, err = o.b.Inbox.Open(ctx, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
+		q, err = broker.OpenQueue(ctx, o.b.Inbox, front, o.tenant, broker.QueueOptions{AckWait: o.w.cfg.LeaseTTL})
 		return err
 	}, func(error) bool { return shutdown.Err() != nil }, func(err error) {
 		o.log.WarnContext(o.ctx, "open tenant queue; trying again", slog.Any("err", err))
@@ -101,6 +105,7 @@ func (o *ownership) stuckAfter() time.Duration {
 }
 
 func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
+	o.queue = q
 	in, stop, err := o.b.Signals.Watch(o.ctx, o.tenant)
 	if err != nil {
 		o.log.WarnContext(o.ctx, "watch interrupts; jobs will run to the end", slog.Any("err", err))
@@ -270,14 +275,31 @@ func (o *ownership) interrupt(sig broker.Interrupt) {
 		return
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.cur == nil {
+	cur := o.cur
+	o.mu.Unlock()
+	if cur == nil || sig.JobID != cur.id && !cur.supersededBy(sig) {
 		return
 	}
-	if sig.JobID == o.cur.id || o.cur.supersededBy(sig) {
-		o.log.InfoContext(o.ctx, "interrupting job", slog.String("job", o.cur.id), slog.String("reason", sig.Reason))
-		metrics.Interrupts.Inc()
-		o.cur.cancel(&InterruptError{By: sig.Before, Reason: sig.Reason})
+	if cur.supersededBy(sig) {
+		o.promote(sig)
+	}
+	o.log.InfoContext(o.ctx, "interrupting job", slog.String("job", cur.id), slog.String("reason", sig.Reason))
+	metrics.Interrupts.Inc()
+	cur.cancel(&InterruptError{By: sig.Before, Reason: sig.Reason})
+}
+
+// promote puts the correction that interrupts the running job at the front of the tenant's
+// queue, before the job is stopped, so it runs next, ahead of other threads' jobs queued
+// before it. Without it (too large to travel with the signal, or the front not writable now)
+// the correction waits its turn.
+func (o *ownership) promote(sig broker.Interrupt) {
+	if sig.Job == nil || sig.Job.ID != sig.Before || sig.Job.Tenant != o.tenant {
+		return
+	}
+	ctx, cancel := context.WithTimeout(o.ctx, 10*time.Second)
+	defer cancel()
+	if ok, err := broker.Promote(ctx, o.queue, *sig.Job); err != nil || !ok {
+		o.log.WarnContext(ctx, "the correction waits its turn", slog.String("job", sig.Job.ID), slog.Bool("front", ok), slog.Any("err", err))
 	}
 }
 

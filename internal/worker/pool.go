@@ -18,6 +18,32 @@ type Pool struct {
 	workers []*Worker
 	waiting waitingProbe
 	avoid   avoidList
+	front   frontTable
+}
+
+// frontTable is the backend's broker.FrontTable, opened on first use and kept.
+type frontTable struct {
+	mu    sync.Mutex
+	table broker.Table
+}
+
+// open returns the front table, or nil (logged) when it cannot be opened now: the queue is
+// then opened without its front, and a correction waits its turn.
+func (f *frontTable) open(ctx context.Context, b *broker.Backend, log *slog.Logger) broker.Table {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.table != nil || b.Table == nil {
+		return f.table
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	t, err := b.Table(ctx, broker.FrontTable)
+	if err != nil {
+		log.WarnContext(ctx, "open the front table; corrections wait their turn", slog.Any("err", err))
+		return nil
+	}
+	f.table = t
+	return t
 }
 
 // avoidList holds tenants this process gave up on (their queue kept failing), so that another

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 // Cancel causes seen by a Processor through context.Cause(ctx).
@@ -75,5 +76,5 @@ type Outcome struct {
 	Summary    string
 	ExitCode   int
 	OutputTail string
-	Report     broker.Report
+	Report     report.Report
 }

@@ -251,6 +251,56 @@ func TestInterruptByNewerJob(t *testing.T) {
 	})
 }
 
+// TestCorrectionRunsNext: on one tenant, a long job on thread A, then a message on thread B,
+// then a correction on A. The correction stops A's job (whose reply says the work carries on
+// from there) and runs next, ahead of B's job queued before it.
+func TestCorrectionRunsNext(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		l := newLedger()
+		running := make(chan struct{}, 1)
+		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				l.begin(task)
+				defer l.end(task)
+				if task.Job.Instruction == "long" {
+					running <- struct{}{}
+					<-ctx.Done()
+					return worker.Outcome{Summary: "partial"}, context.Cause(ctx)
+				}
+				return worker.Outcome{Summary: "done"}, nil
+			})})
+		r, err := router.New(router.Config{Backend: f.b}) // default policy: interrupt
+		if err != nil {
+			t.Fatal(err)
+		}
+		submit := func(thread, instruction string) broker.JobRecord {
+			rec, err := r.Submit(f.ctx, router.Request{Project: "site", User: "alice", Thread: thread, Instruction: instruction})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		a1 := submit("thread-a", "long")
+		<-running
+		b := submit("thread-b", "another thread")
+		a2 := submit("thread-a", "a correction")
+		states := []broker.State{}
+		for _, rec := range []broker.JobRecord{a1, a2, b} {
+			states = append(states, f.wait(rec.Job.ID, 20*time.Second).State)
+		}
+		if fmt.Sprint(states) != fmt.Sprint([]broker.State{broker.StateInterrupted, broker.StateDone, broker.StateDone}) {
+			t.Fatalf("states %v; want interrupted, done, done", states)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		want := []string{a1.Job.ID, a2.Job.ID, b.Job.ID}
+		if got := l.order[a1.Job.Tenant]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("ran %v; want the correction right after the job it stopped: %v (a1, a2, b)", got, want)
+		}
+	})
+}
+
 // interruptOnStart is a Jobs port that, the moment a job's record says running, has the
 // router interrupt it and waits for the signal to be delivered before the worker goes on:
 // an operator who clicks Interrupt as soon as the page shows "running".

@@ -87,6 +87,7 @@ func groups() []group {
 	return []group{
 		{"Leases", leaseContracts()},
 		{"Inbox", inboxContracts()},
+		{"Front", frontContracts()},
 		{"Claims", claimContracts()},
 		{"Results", resultContracts()},
 		{"Signals", signalContracts()},

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -50,7 +51,7 @@ func newResult(t tenant.ID, n int) broker.Result {
 		Worker:     "worker-1",
 		LeaseToken: uint64(n),
 		FinishedAt: time.Now().UTC(),
-		Report:     broker.Report{Commit: fmt.Sprintf("c0ffee%d", n)},
+		Details:    json.RawMessage(fmt.Sprintf(`{"commit":"c0ffee%d"}`, n)),
 	}
 }
 

@@ -72,9 +72,6 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 		return err
 	}
 	limit := in.c.e.cfg.MaxMessageSize
-	if n := attachmentBytes(job); n > limit { // the encoding is larger still: spare encoding it
-		return tooLarge(n, limit)
-	}
 	data, err := json.Marshal(job)
 	if err != nil {
 		return fmt.Errorf("mem: encode job %s: %w", job.ID, err)
@@ -93,14 +90,6 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 	tq.msgs = append(tq.msgs, &message{seq: s.seq, jobID: job.ID, data: data})
 	tq.changed.fire()
 	return nil
-}
-
-func attachmentBytes(job broker.Job) int {
-	n := 0
-	for _, a := range job.Attachments {
-		n += len(a.Data)
-	}
-	return n
 }
 
 func tooLarge(size, limit int) error {

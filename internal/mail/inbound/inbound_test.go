@@ -25,6 +25,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -214,7 +215,7 @@ func TestThreadingByTokenAndInReplyTo_AndForeignTokenRefused(t *testing.T) {
 	ctx := context.Background()
 	rec, _ := f.b.Jobs.Get(ctx, first.JobID)
 	if err := f.in.OnResult(ctx, broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: thread, State: broker.StateDone,
-		Summary: "The header is green.", Report: broker.Report{PreviewURLs: []string{"http://" + thread + ".edit.site.localhost:8081/"}}}); err != nil {
+		Summary: "The header is green.", Details: report.Report{PreviewURLs: []string{"http://" + thread + ".edit.site.localhost:8081/"}}.Encode()}); err != nil {
 		t.Fatal(err)
 	}
 	replies := f.sent(1)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/failure"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 // operatorOnly are what a site owner's email must never show: paths, our variables, commands,
@@ -25,16 +27,23 @@ func TestOwnerCopyForEveryFailure(t *testing.T) {
 	tests := []struct {
 		name     string
 		state    broker.State
+		kind     failure.Kind // as the result carries it: the error's text never decides
 		err      string
-		operator bool // the operator's problem: the owner is told they have been told
+		operator bool   // the operator's problem: the owner is told they have been told
+		says     string // the kind's own copy
 	}{
-		{"clone failure", broker.StateFailed, "workspace: git clone /srv/repos/site.git: exit status 128: fatal: repository not found (check the project's --repo and the token in WO_GIT_TOKEN)", true},
-		{"agent failure", broker.StateFailed, `the agent did not succeed: {"type":"result","is_error":true,"result":"tool failed"}`, false},
-		{"build failure", broker.StateFailed, "permanent: build: exit status 1\nnpm ERR! missing script: build\n    at /tmp/wo/ws/site/alice/node_modules/x.js:12", false},
-		{"push failure", broker.StateFailed, "workspace: git push origin wo/t1: exit status 1: ! [remote rejected] (pre-receive hook declined)", true},
-		{"timeout", broker.StateFailed, "the agent was stopped by its time limit: context deadline exceeded", false},
-		{"dead letter", broker.StateDead, "panic: runtime error\ngoroutine 7 [running]:\nmain.go:12", true},
-		{"model unavailable", broker.StateFailed, `the agent did not succeed: API Error: 529 {"type":"error","error":{"type":"overloaded_error"}}`, true},
+		{"clone failure", broker.StateFailed, failure.Site, "workspace: git clone /srv/repos/site.git: exit status 128: fatal: repository not found (check the project's --repo and the token in WO_GIT_TOKEN)", true, "couldn't open your site's files"},
+		{"agent failure", broker.StateFailed, failure.Agent, `the agent did not succeed: {"type":"result","is_error":true,"result":"tool failed"}`, false, "stopped with an error"},
+		{"build failure", broker.StateFailed, failure.Build, "permanent: build: exit status 1\nnpm ERR! missing script: build\n    at /tmp/wo/ws/site/alice/node_modules/x.js:12", false, "no longer built"},
+		{"push failure", broker.StateFailed, failure.Save, "workspace: git push origin wo/t1: exit status 1: ! [remote rejected] (pre-receive hook declined)", true, "couldn't save it"},
+		{"timeout", broker.StateFailed, failure.Timeout, "the agent was stopped by its time limit: context deadline exceeded", false, "took longer than allowed"},
+		{"dead letter", broker.StateDead, failure.Unknown, "panic: runtime error\ngoroutine 7 [running]:\nmain.go:12", true, "was not finished"},
+		{"model unavailable", broker.StateFailed, failure.Model, `the agent did not succeed: API Error: 529 {"type":"error","error":{"type":"overloaded_error"}}`, true, "AI service I use"},
+		{"setup", broker.StateFailed, failure.Setup, "permanent failure: setup problem: exit status 127: /srv/edit.sh: not found", true, "not set up right"},
+		{"limit", broker.StateFailed, failure.Limit, "used more than 2 GiB of memory (limit mem=2GiB)", true, "more memory, processes or disk"},
+		{"budget", broker.StateFailed, failure.Budget, "agent: the job's model calls reached its budget, $0.20 of $0.20", true, "more of the AI service"},
+		{"size", broker.StateFailed, failure.Size, `attachment "a.jpg" is 99 bytes; this project takes at most 4`, false, "too large for me"},
+		{"unknown, whatever its words", broker.StateFailed, failure.Unknown, "build agent push: 429 too many requests", false, "was not finished"},
 	}
 	for i, tt := range tests {
 		id := fmt.Sprintf("c%d@example.com", i)
@@ -42,12 +51,16 @@ func TestOwnerCopyForEveryFailure(t *testing.T) {
 		if rep.JobID == "" {
 			t.Fatalf("%s: no job: %+v", tt.name, rep.Decision)
 		}
-		res := broker.Result{JobID: rep.JobID, State: tt.state, Error: tt.err, Attempt: 3, OutputTail: tt.err}
+		res := broker.Result{JobID: rep.JobID, State: tt.state, Error: tt.err, Attempt: 3, OutputTail: tt.err,
+			Details: report.Report{Failure: tt.kind}.Encode()}
 		if err := f.in.OnResult(ctx, res); err != nil {
 			t.Fatal(err)
 		}
 		text := f.replyTo(id)
 		checkOwnerCopy(t, tt.name, text, tt.operator)
+		if !strings.Contains(strings.Join(strings.Fields(text), " "), tt.says) {
+			t.Errorf("%s: the reply does not say %q:\n%s", tt.name, tt.says, text)
+		}
 	}
 
 	// Over the limit (the default is 30 instructions an hour per sender) a message is held,

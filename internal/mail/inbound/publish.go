@@ -7,6 +7,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 // The whole new text of a message, lowercased, decides whether it asks to publish or to undo
@@ -53,12 +54,13 @@ func (in *Inbound) fillPublish(ctx context.Context, rep *outbox.Reply, res broke
 	if res.State != broker.StateDone {
 		return
 	}
-	if res.Report.LiveURL != "" {
-		rep.Kind, rep.LiveURL, rep.Undone = outbox.Published, res.Report.LiveURL, rec.Job.Action == broker.ActionUndo
+	d := report.Of(res)
+	if d.LiveURL != "" {
+		rep.Kind, rep.LiveURL, rep.Undone = outbox.Published, d.LiveURL, rec.Job.Action == broker.ActionUndo
 		rep.MessageID = "" // derived again from the job and the new kind
 		return
 	}
-	if rec.Job.Action == broker.ActionEdit && res.Report.Commit != "" {
+	if rec.Job.Action == broker.ActionEdit && d.Commit != "" {
 		rep.Publishable = true
 		rep.PublishURL = in.publishURL(ctx, rec.Job)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/metrics"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
 // OnResult turns a job's result into a threaded reply to the sender of the email that carried
@@ -76,11 +77,11 @@ func kindOf(s broker.State) outbox.Kind {
 
 // fillResult copies what the processor reported into the reply.
 func fillResult(rep *outbox.Reply, res broker.Result, rec broker.JobRecord) {
-	d := res.Report
+	d := report.Of(res)
 	rep.Summary, rep.Error, rep.Attempts, rep.Commit = res.Summary, res.Error, rec.Attempts, d.Commit
 	rep.PreviewURLs = d.PreviewURLs
 	rep.Superseded, rep.Continued, rep.NoChanges, rep.LeftOut = d.InterruptedBy != "", len(d.Continues), d.NoChanges, d.LeftOut
-	rep.Problem = outbox.ProblemOf(res.Error)
+	rep.Problem = d.Failure
 }
 
 // refuse tells a verified sender why their message was not acted on.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/failure"
 )
 
 func TestComposeKinds(t *testing.T) {
@@ -22,11 +24,11 @@ func TestComposeKinds(t *testing.T) {
 			"https://t0k3n.preview.example.com/", "Reply and say what to change",
 		}},
 		{Failed, func(r *Reply) {
-			r.Error, r.Problem = "build: exit 1", ProblemBuild
+			r.Error, r.Problem = "build: exit 1", failure.Build
 		}, []string{"couldn't finish", "your site no longer built with it", "What to do: Reply with more detail"}},
 		{Interrupted, func(r *Reply) { r.Superseded = true }, []string{"Your newer message on this thread took over",
 			"What I had done so far was saved"}},
-		{Dead, func(r *Reply) { r.Attempts, r.Error, r.Problem = 3, "agent crashed", ProblemAgent }, []string{
+		{Dead, func(r *Reply) { r.Attempts, r.Error, r.Problem = 3, "agent crashed", failure.Agent }, []string{
 			"made 3 attempts", "stopped with an error", "have been told",
 		}},
 		{Refused, func(r *Reply) {

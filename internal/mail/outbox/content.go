@@ -209,7 +209,7 @@ func failedBody(r Reply) content {
 	a := adviceFor(r)
 	c.add(para("Sorry, I couldn't finish this edit."))
 	c.add(para("%s", a.what))
-	if a.operator {
+	if r.Problem.Operators() {
 		c.add(para("%s", operatorTold))
 	}
 	c.addPara("What to do: ", a.todo)

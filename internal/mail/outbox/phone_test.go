@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/webordinary/webordinary/internal/capability"
+	"github.com/webordinary/webordinary/internal/failure"
 )
 
 // replyKinds are the replies an owner can get, each as it is really filled.
@@ -39,9 +40,9 @@ func replyKinds(t *testing.T) map[string]Reply {
 		r.Summary = "The header is already green.\nProcess exited with code 1\nbwrap: execvp codex-linux-sandbox: No such file or directory"
 	})
 	set("interrupted", func(r *Reply) { r.Kind, r.Superseded = Interrupted, true })
-	set("build-failed", func(r *Reply) { r.Kind, r.Error, r.Problem = Failed, "build: exit 1", ProblemBuild })
+	set("build-failed", func(r *Reply) { r.Kind, r.Error, r.Problem = Failed, "build: exit 1", failure.Build })
 	set("busy-model", func(r *Reply) {
-		r.Kind, r.Error, r.Problem = Failed, "agent: 529 overloaded", ProblemOf("agent: 529 overloaded")
+		r.Kind, r.Error, r.Problem = Failed, "agent: 529 overloaded", failure.Model
 	})
 	set("publish", func(r *Reply) {
 		r.Kind, r.LiveURL = Published, "https://bakery-on-the-corner.example.com/"

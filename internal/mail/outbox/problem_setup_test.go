@@ -3,6 +3,8 @@ package outbox
 import (
 	"strings"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/failure"
 )
 
 // TestSetupProblemTellsOwnerItIsLookedAt: a failure of the machine's setup is the operator's:
@@ -11,9 +13,9 @@ func TestSetupProblemTellsOwnerItIsLookedAt(t *testing.T) {
 	t.Parallel()
 	errText := "permanent failure: setup problem: the command agent failed for a reason of this machine, not of the instruction: " +
 		"a program it runs was not found (exit status 127): /bin/sh: 1: /srv/edit.sh: not found (HTTP 503); operator: add /srv to sandbox.read_only"
-	p := ProblemOf(errText)
-	if p != ProblemSetup || !p.Operators() {
-		t.Fatalf("ProblemOf = %q; want %q, the operator's", p, ProblemSetup)
+	p := failure.Setup
+	if !p.Operators() {
+		t.Fatalf("%q is not the operator's", p)
 	}
 	r := sampleReply()
 	r.Kind, r.Error, r.Problem = Failed, errText, p

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/failure"
 )
 
 // Kind says what happened to an instruction; it selects the copy of a [Reply].
@@ -76,8 +78,9 @@ type Reply struct {
 	// Error is what went wrong (Refused: said to the sender; Failed, Dead: for the operator
 	// only — the owner reads Problem's copy).
 	Error string
-	// Problem classifies a failure for the owner's copy (Failed, Dead); see ProblemOf.
-	Problem Problem
+	// Problem is the failure's kind, as the job's result carries it, for the owner's copy
+	// (Failed, Dead).
+	Problem failure.Kind
 	// Hint is what to try next.
 	Hint string
 	// Understood is the instruction as it was read from the owner's email; replies about a job

@@ -1,14 +1,23 @@
-package broker
+// Package report is what a processor tells about a job it ran: the commit, the files it
+// changed, the previews, what the agent cost, the check turn, the failure's kind. The queue
+// layer carries it as opaque bytes (broker.Result.Details); the pipeline and the command
+// processor write it (worker.Outcome.Report), and the replies, the dashboard and the CLI read
+// it back with Of.
+package report
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/failure"
 )
 
-// Report is what a processor tells about a job it ran (Result.Report): the commit, the files
-// it changed, the preview links, what the agent cost and where the time went. Every field is
-// optional; a processor fills what it knows. Replies, the dashboard and the CLI read this one
-// type; its JSON form (keys as before it was typed) is stored in job records and results.
+// Report is what a processor tells about a job it ran: the commit, the files it changed, the
+// preview links, what the agent cost and where the time went. Every field is optional; a
+// processor fills what it knows. Replies, the dashboard and the CLI read this one type; its
+// JSON form (keys as before it was typed) is stored in job records and results, as their
+// "details".
 type Report struct {
 	// Branch is the thread's git branch.
 	Branch string `json:"branch,omitempty"`
@@ -66,6 +75,10 @@ type Report struct {
 	// API reported them to the egress proxy (zero when it did not go through the proxy).
 	ModelTokensIn  int64 `json:"modelTokensIn,omitempty"`
 	ModelTokensOut int64 `json:"modelTokensOut,omitempty"`
+	// Failure is the kind of failure that ended the run, as the processor knew it (the worker
+	// sets failure.Of of its error when the processor did not say); the reply, the job page
+	// and status show it. Unknown when the run did not fail or nothing knew.
+	Failure failure.Kind `json:"failure,omitempty"`
 }
 
 // EgressDenial is a destination a job was refused, and how often.
@@ -116,4 +129,23 @@ func (r *Report) UnmarshalJSON(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// Of returns the report res carries; a result without one, or whose details do not decode,
+// has the zero report.
+func Of(res broker.Result) Report {
+	var r Report
+	if len(res.Details) > 0 {
+		_ = json.Unmarshal(res.Details, &r)
+	}
+	return r
+}
+
+// Encode returns r as a result's details; nil for the zero report (left out of the result).
+func (r Report) Encode() json.RawMessage {
+	raw, err := json.Marshal(r)
+	if err != nil || string(raw) == "{}" {
+		return nil
+	}
+	return raw
 }
