@@ -72,7 +72,7 @@ func toRGBA(img image.Image) *image.RGBA {
 }
 
 // regions groups changed cells into connected regions (cells within two cells of each other
-// belong together) and returns their tight bounds, largest first, at most maxBoxes.
+// belong together) and returns their tight bounds, top to bottom, at most maxBoxes.
 func regions(grid []image.Rectangle, cols, rows int) []image.Rectangle {
 	seen := make([]bool, len(grid))
 	var out []image.Rectangle
@@ -82,14 +82,47 @@ func regions(grid []image.Rectangle, cols, rows int) []image.Rectangle {
 		}
 		out = append(out, flood(grid, seen, cols, rows, i))
 	}
-	if len(out) > maxBoxes {
-		all := out[0]
-		for _, r := range out[1:] {
-			all = all.Union(r)
+	return mergeNearest(out, maxBoxes)
+}
+
+// mergeNearest merges boxes two at a time until at most n are left, each time the pair whose
+// union adds the least area that neither covered: near regions join, far ones stay apart
+// (one box around them all would outline mostly what did not change).
+func mergeNearest(boxes []image.Rectangle, n int) []image.Rectangle {
+	for len(boxes) > n {
+		bi, bj, best := 0, 1, -1
+		for i := range boxes {
+			for j := i + 1; j < len(boxes); j++ {
+				if waste := area(boxes[i].Union(boxes[j])) - area(boxes[i]) - area(boxes[j]); best < 0 || waste < best {
+					bi, bj, best = i, j, waste
+				}
+			}
 		}
-		return []image.Rectangle{all}
+		boxes[bi] = boxes[bi].Union(boxes[bj])
+		boxes = append(boxes[:bj], boxes[bj+1:]...)
 	}
-	return out
+	return boxes
+}
+
+func area(r image.Rectangle) int { return r.Dx() * r.Dy() }
+
+// maxMarkedShare is the share of the view the outlines may cover: past it, what changed
+// fills the view (a new layout, a new picture) and outlines would only hide it.
+const maxMarkedShare = 0.5
+
+// outlines returns the boxes worth outlining on a picture with bounds b at width w: all of
+// them, or none when together they cover more than maxMarkedShare of the view (the screen at
+// w, or the picture when it is shorter).
+func outlines(boxes []image.Rectangle, b image.Rectangle, w Width) []image.Rectangle {
+	view := b.Dx() * min(b.Dy(), max(w.Height, 1))
+	covered := 0
+	for _, r := range boxes {
+		covered += area(r.Intersect(b))
+	}
+	if float64(covered) > maxMarkedShare*float64(view) {
+		return nil
+	}
+	return boxes
 }
 
 // flood collects the region of cell start.
