@@ -60,6 +60,10 @@ type Config struct {
 	// listing them, once none of theirs was held for this long (Run sends it). Default
 	// DefaultHeldNoticeAfter.
 	HeldNoticeAfter time.Duration
+	// WaitNoteAfter: the sender of a job that has waited this long — for a busy model service
+	// (broker.JobRecord.BusySince) or queued behind earlier work — gets one short "still on
+	// it" note, once per job (Run sends it). Default DefaultWaitNoteAfter; negative: none.
+	WaitNoteAfter time.Duration
 	// Limits bound the parsing of each message (zero fields: message's defaults). A message
 	// over them is quarantined by the intake; raise them and release it to handle it after all.
 	Limits message.Limits
@@ -90,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeldNoticeAfter <= 0 {
 		c.HeldNoticeAfter = DefaultHeldNoticeAfter
+	}
+	if c.WaitNoteAfter == 0 {
+		c.WaitNoteAfter = DefaultWaitNoteAfter
 	}
 	if c.LinkTTL == 0 {
 		c.LinkTTL = 7 * 24 * time.Hour

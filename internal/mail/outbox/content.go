@@ -64,7 +64,7 @@ const (
 // bodyOf returns the copy for the reply's kind.
 func bodyOf(r Reply) content {
 	c := kindBody(r)
-	if r.Understood != "" && r.Kind != Refused && r.Kind != Held {
+	if r.Understood != "" && r.Kind != Refused && r.Kind != Held && r.Kind != Waiting {
 		c.add(understood(r))
 	}
 	return c
@@ -96,6 +96,8 @@ func kindBody(r Reply) content {
 		return heldBody(r)
 	case Published:
 		return publishedBody(r)
+	case Waiting:
+		return waitingBody(r)
 	default:
 		return receivedBody(r)
 	}
@@ -281,6 +283,22 @@ func pronoun(n int) string {
 		return "it"
 	}
 	return "them"
+}
+
+// waitingBody is the one short note a job that waits long gets: why, and that nothing needs
+// doing.
+func waitingBody(r Reply) content {
+	c := content{Footer: footerAuto}
+	switch {
+	case r.ModelBusy:
+		c.add(para("Still on it: the AI service I use is busy right now, so your change is taking longer than usual."))
+	case r.Retrying:
+		c.add(para("Still on it: my first try hit a snag, so I'm trying again. Your change is taking longer than usual."))
+	default:
+		c.add(para("Still on it: I'm finishing your earlier requests first, so this one is taking longer than usual."))
+	}
+	c.add(para("I'll reply here when it's done. You don't need to send anything again."))
+	return c
 }
 
 func receivedBody(r Reply) content {

@@ -42,6 +42,7 @@ func replyKinds(t *testing.T) map[string]Reply {
 	set("busy-model", func(r *Reply) {
 		r.Kind, r.Error, r.Problem = Failed, "agent: 529 overloaded", ProblemOf("agent: 529 overloaded")
 	})
+	set("still-on-it", func(r *Reply) { r.Kind, r.ModelBusy = Waiting, true })
 	set("publish", func(r *Reply) {
 		r.Kind, r.LiveURL = Published, "https://bakery-on-the-corner.example.com/"
 		r.Summary = "Your changes from this conversation are live at https://bakery-on-the-corner.example.com/."

@@ -34,10 +34,13 @@ const (
 	Received Kind = "received"
 	// Published: a publish (or undo) went live; the reply gives the live URL.
 	Published Kind = "published"
+	// Waiting: the job has waited long (a busy model service, earlier work ahead of it); a
+	// short "still on it" note, once per job.
+	Waiting Kind = "waiting"
 )
 
 // Kinds lists every kind, in a stable order.
-var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, Held, Received, Published}
+var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, Held, Received, Published, Waiting}
 
 // Reply is what a person is told about their instruction.
 type Reply struct {
@@ -102,6 +105,9 @@ type Reply struct {
 	Images []Image
 	// NoChanges (Done) says the agent changed no file: the reply says so rather than "done".
 	NoChanges bool
+	// ModelBusy (Waiting) says the job waits for a busy model service; Retrying, that it
+	// failed once and waits to run again; neither, that it waits for earlier work to finish.
+	ModelBusy, Retrying bool
 	// LeftOut (Done) are what the platform would not save, each with why, in the owner's words
 	// ("sub/ (a git repository inside your site)"); the reply lists them whatever the summary's
 	// length.
