@@ -29,12 +29,12 @@ func (in *Inbound) NoteWaits(ctx context.Context) (int, error) {
 	}
 	now, sent := in.cfg.Now(), 0
 	var errs []error
-	for _, rec := range recs {
+	for i, rec := range recs {
 		busy, due := in.waitDue(rec, now)
 		if !due {
 			continue
 		}
-		ok, err := in.noteWait(ctx, rec, busy)
+		ok, err := in.noteWait(ctx, rec, busy, behind(rec, recs[i+1:]))
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -60,9 +60,20 @@ func (in *Inbound) waitDue(rec broker.JobRecord, now time.Time) (busy, due bool)
 	return false, false
 }
 
+// behind reports whether an older job of rec's tenant (older: among recs, newest first) has
+// not ended: rec waits for it.
+func behind(rec broker.JobRecord, older []broker.JobRecord) bool {
+	for _, o := range older {
+		if o.Job.Tenant == rec.Job.Tenant && !o.State.Final() {
+			return true
+		}
+	}
+	return false
+}
+
 // noteWait records rec's note in the Mail table, then sends it; false when it was recorded
 // before (sent already, or being sent by another mail router).
-func (in *Inbound) noteWait(ctx context.Context, rec broker.JobRecord, busy bool) (bool, error) {
+func (in *Inbound) noteWait(ctx context.Context, rec broker.JobRecord, busy, behind bool) (bool, error) {
 	key := "w" + rec.Job.ID
 	if _, err := in.cfg.Mail.Create(ctx, key, []byte(rec.Job.ID)); errors.Is(err, broker.ErrExists) {
 		return false, nil
@@ -71,6 +82,7 @@ func (in *Inbound) noteWait(ctx context.Context, rec broker.JobRecord, busy bool
 	}
 	rep := in.baseReply(rec.Job, outbox.Waiting)
 	rep.ModelBusy, rep.Retrying = busy, !busy && rec.Attempts > 0
+	rep.Behind = !busy && !rep.Retrying && behind
 	if err := in.send(ctx, rep); err != nil {
 		_ = in.cfg.Mail.Delete(context.WithoutCancel(ctx), key) // try again at the next pass
 		return false, err

@@ -11,9 +11,10 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 )
 
-// TestStillOnItNoteOncePerJob: a job queued behind earlier work for over WaitNoteAfter, and
-// one whose agent waits for a busy model service that long, each get one short threaded
-// "still on it" note saying why; a mail router started afresh sends neither again.
+// TestStillOnItNoteOncePerJob: a job whose agent waits for a busy model service for over
+// WaitNoteAfter, one queued that long behind the sender's earlier one, and one queued behind
+// other work, each get one short threaded "still on it" note saying why; a mail router
+// started afresh sends none again.
 func TestStillOnItNoteOncePerJob(t *testing.T) {
 	t.Parallel()
 	var offset atomic.Int64 // the test's clock runs ahead of the real one by this much
@@ -26,10 +27,11 @@ func TestStillOnItNoteOncePerJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	queued := f.handle(f.mail("alice@example.com", "edit@edit.example.net", "q1@example.com", "", "Make the header green.", "example.com"), "alice@example.com")
 	busy := f.handle(f.mail("alice@example.com", "edit@edit.example.net", "b1@example.com", "", "Add our opening hours.", "example.com"), "alice@example.com")
-	if queued.JobID == "" || busy.JobID == "" {
-		t.Fatalf("jobs not queued: %+v %+v", queued.Decision, busy.Decision)
+	queued := f.handle(f.mail("alice@example.com", "edit@edit.example.net", "q1@example.com", "", "Make the header green.", "example.com"), "alice@example.com")
+	other := f.handle(f.mail("bob@bob.example", "edit@edit.example.net", "o1@bob.example", "", "Fix the typo.", "bob.example"), "bob@bob.example")
+	if queued.JobID == "" || busy.JobID == "" || other.JobID == "" {
+		t.Fatalf("jobs not queued: %+v %+v %+v", busy.Decision, queued.Decision, other.Decision)
 	}
 	_, err = f.b.Jobs.Update(ctx, busy.JobID, func(r *broker.JobRecord) error {
 		r.State, r.Attempts, r.BusySince = broker.StateRunning, 1, now().Add(30*time.Second)
@@ -46,10 +48,13 @@ func TestStillOnItNoteOncePerJob(t *testing.T) {
 	}
 	notes(0) // nothing has waited a minute yet
 	offset.Store(int64(61 * time.Second))
-	notes(1) // the queued job; the busy one has waited 31 s
+	notes(2) // the queued jobs; the busy one has waited 31 s
 	text := f.replyTo("q1@example.com")
 	if !strings.Contains(text, "Still on it: I'm finishing your earlier requests first") || strings.Contains(text, "Make the header green") {
-		t.Errorf("the queued job's note:\n%s", text)
+		t.Errorf("the note of the job queued behind the sender's earlier one:\n%s", text)
+	}
+	if text := f.replyTo("o1@bob.example"); !strings.Contains(text, "Still on it: I'm busy with other work") {
+		t.Errorf("the note of a job queued behind other work:\n%s", text)
 	}
 	offset.Store(int64(91 * time.Second))
 	notes(1)
@@ -64,7 +69,7 @@ func TestStillOnItNoteOncePerJob(t *testing.T) {
 	if n, err := restarted.NoteWaits(ctx); n != 0 || err != nil {
 		t.Fatalf("a mail router started afresh sent %d notes again (%v)", n, err)
 	}
-	if got := len(f.sent(2)); got != 2 {
-		t.Errorf("%d replies sent, want the 2 notes", got)
+	if got := len(f.sent(3)); got != 3 {
+		t.Errorf("%d replies sent, want the 3 notes", got)
 	}
 }

@@ -294,8 +294,10 @@ func waitingBody(r Reply) content {
 		c.add(para("Still on it: the AI service I use is busy right now, so your change is taking longer than usual."))
 	case r.Retrying:
 		c.add(para("Still on it: my first try hit a snag, so I'm trying again. Your change is taking longer than usual."))
-	default:
+	case r.Behind:
 		c.add(para("Still on it: I'm finishing your earlier requests first, so this one is taking longer than usual."))
+	default:
+		c.add(para("Still on it: I'm busy with other work right now, so your change is taking longer than usual."))
 	}
 	c.add(para("I'll reply here when it's done. You don't need to send anything again."))
 	return c

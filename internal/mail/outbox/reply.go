@@ -106,8 +106,9 @@ type Reply struct {
 	// NoChanges (Done) says the agent changed no file: the reply says so rather than "done".
 	NoChanges bool
 	// ModelBusy (Waiting) says the job waits for a busy model service; Retrying, that it
-	// failed once and waits to run again; neither, that it waits for earlier work to finish.
-	ModelBusy, Retrying bool
+	// failed once and waits to run again; Behind, that the sender's earlier requests run
+	// first; none, that other work does.
+	ModelBusy, Retrying, Behind bool
 	// LeftOut (Done) are what the platform would not save, each with why, in the owner's words
 	// ("sub/ (a git repository inside your site)"); the reply lists them whatever the summary's
 	// length.
