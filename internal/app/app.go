@@ -352,7 +352,7 @@ func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project
 	if err != nil {
 		return nil, err
 	}
-	return routes(dash, apiHandler, mail.in.PublishHandler()), nil
+	return routes(dash, apiHandler, mail.in.PublishHandler(), mail.in.ThreadHandler()), nil
 }
 
 // dashHeld is the dashboard's view of the held mail, nil without an SMTP listener.

@@ -28,6 +28,7 @@ import (
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -75,8 +76,10 @@ type Config struct {
 	// Pictures, when set, returns the pictures of a finished job's change, shown inline in its
 	// reply (shots.Store.Images); none is fine.
 	Pictures func(jobID string) []outbox.Image
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Shots, when set, is where the thread page reads each job's before/after pictures.
+	Shots  *shots.Store
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {

@@ -67,6 +67,9 @@ func bodyOf(r Reply) content {
 	if r.Understood != "" && r.Kind != Refused && r.Kind != Held && r.Kind != Waiting {
 		c.add(understood(r))
 	}
+	if r.ThreadURL != "" && r.Kind != Refused && r.Kind != Held {
+		c.add(block{Kind: "buttons", Links: []link{{"Everything about this request", r.ThreadURL}}})
+	}
 	return c
 }
 
@@ -319,3 +322,7 @@ func attempts(n int) string {
 		return fmt.Sprintf("%d attempts", n)
 	}
 }
+
+// OwnerText is the agent's account of its work as an owner may read it anywhere (the thread
+// page too): process output left out, at most a few paragraphs.
+func OwnerText(s string) string { return ownerText(s) }

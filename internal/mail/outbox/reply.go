@@ -97,6 +97,9 @@ type Reply struct {
 	// LiveURL is the live site's address (Published); Undone says an undo put it back.
 	LiveURL string
 	Undone  bool
+	// ThreadURL is the owner's page of the thread (signed for them: its instructions and
+	// replies, progress, pictures, publish and undo); every reply about a job links it.
+	ThreadURL string
 	// PublishURL (Done) is a signed, single-use link that publishes the thread; with
 	// Publishable the reply also says that replying "publish" does it.
 	PublishURL  string
