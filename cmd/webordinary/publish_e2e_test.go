@@ -97,6 +97,11 @@ func TestPublishAndUndoOverMail(t *testing.T) {
 	if code, body := linkRequest(t, http.MethodGet, link); code != 200 || !strings.Contains(body, "<form method=\"post\">") {
 		t.Fatalf("GET link: %d %s", code, body)
 	}
+	// The thread page is served without the operator's token.
+	page := strings.TrimSpace(between(m.reply(t, 5), "Everything about this request: ", "\n"))
+	if code, body := linkRequest(t, http.MethodGet, page); code != 200 || !strings.Contains(body, "Open on Sundays") || !strings.Contains(body, "See the preview") {
+		t.Fatalf("GET thread page %s: %d %s", page, code, body)
+	}
 	forged := link[:len(link)-1] + "0" // one hex digit of the signature changed
 	if strings.HasSuffix(link, "0") {
 		forged = link[:len(link)-1] + "1"

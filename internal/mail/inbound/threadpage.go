@@ -313,8 +313,8 @@ var threadTemplate = template.Must(template.New("thread").Parse(`<!DOCTYPE html>
 <p class="instruction">{{.Instruction}}</p>
 <p class="state">{{.State}}{{if not .Since.IsZero}} <span class="muted">({{.Since.UTC.Format "2 Jan 15:04 MST"}})</span>{{end}}</p>
 {{with .Summary}}<p class="summary">{{.}}</p>{{end}}
-{{range .Pictures}}<figure>{{with .Before}}<figcaption>Before</figcaption><img src="{{.}}" alt="Before the change">{{end}}
-<figcaption>After</figcaption><img src="{{.After}}" alt="{{.Alt}}"></figure>{{end}}
+{{range .Pictures}}<figure>{{with .Before}}<figcaption>Before</figcaption><a href="{{.}}"><img src="{{.}}" alt="Before the change"></a>{{end}}
+<figcaption>After</figcaption><a href="{{.After}}"><img src="{{.After}}" alt="{{.Alt}}"></a></figure>{{end}}
 </section>{{else}}<p>Nothing here yet.</p>{{end}}
 {{if .Running}}<p class="muted">This page updates itself while I'm working.</p>{{end}}
 {{end}}

@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -34,6 +35,7 @@ func setupPages(t *testing.T) pageFixture {
 		c.LinkBase = func() string { return base.Load().(string) }
 		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 		c.LinkTTL = time.Hour
+		c.Shots = &shots.Store{Dir: t.TempDir()}
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/t/", f.in.ThreadHandler())
