@@ -70,7 +70,7 @@ func (in *Inbound) ThreadHandler() http.Handler {
 		}
 		switch {
 		case rest == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-			in.renderThread(w, r, link, "")
+			in.renderThread(w, r, link, notices[r.URL.Query().Get("done")])
 		case strings.HasPrefix(rest, "pictures/") && r.Method == http.MethodGet:
 			in.servePicture(w, r, link, strings.TrimPrefix(rest, "pictures/"))
 		case (rest == "publish" || rest == "undo") && r.Method == http.MethodPost:
@@ -271,10 +271,19 @@ func (in *Inbound) threadAction(w http.ResponseWriter, r *http.Request, link thr
 		in.threadError(w, r, cmpErr(err, errThreadInvalid))
 		return
 	}
-	j := recs[len(recs)-1].Job // the newest: the reply threads under the latest message
-	act, notice := broker.ActionPublish, "Publishing. You'll get an email with the live address in a moment."
+	var j broker.Job // the newest by mail: the reply threads under the latest message
+	for _, rec := range recs {
+		if rec.Job.From != "" {
+			j = rec.Job
+		}
+	}
+	if j.From == "" {
+		in.threadError(w, r, errThreadInvalid)
+		return
+	}
+	act := broker.ActionPublish
 	if action == "undo" {
-		act, notice = broker.ActionUndo, "Undoing the last publish. You'll get an email when the live site is back."
+		act = broker.ActionUndo
 	}
 	_, err = in.cfg.Router.Submit(ctx, router.Request{Project: j.Tenant.Project, User: j.Tenant.User, Thread: link.thread,
 		Instruction: action + " (from the conversation's page)", From: j.From, Subject: j.Subject, MessageID: j.MessageID,
@@ -284,7 +293,14 @@ func (in *Inbound) threadAction(w http.ResponseWriter, r *http.Request, link thr
 		in.threadError(w, r, err)
 		return
 	}
-	in.renderThread(w, r, link, notice)
+	// Back to the page by GET, so that reloading it does not act again.
+	http.Redirect(w, r, "/t/"+link.token+"?done="+action, http.StatusSeeOther)
+}
+
+// notices are what the page says after an action (its ?done=).
+var notices = map[string]string{
+	"publish": "Publishing. You'll get an email with the live address in a moment.",
+	"undo":    "Undoing the last publish. You'll get an email when the live site is back.",
 }
 
 func cmpErr(err, otherwise error) error {

@@ -81,7 +81,7 @@ func (in *Inbound) noteWait(ctx context.Context, rec broker.JobRecord, busy, beh
 		return false, err
 	}
 	rep := in.baseReply(rec.Job, outbox.Waiting)
-	rep.ModelBusy, rep.Retrying = busy, !busy && rec.Attempts > 0
+	rep.ModelBusy, rep.Retrying = busy, !busy && rec.Failures > 0
 	rep.Behind = !busy && !rep.Retrying && behind
 	if err := in.send(ctx, rep); err != nil {
 		_ = in.cfg.Mail.Delete(context.WithoutCancel(ctx), key) // try again at the next pass
