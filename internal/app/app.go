@@ -344,6 +344,9 @@ func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project
 	if h := mail.held(); h != nil {
 		apiServer.Held = h
 	}
+	if mail != nil && mail.in != nil {
+		apiServer.RevokeThreadLinks = mail.in.RevokeThread
+	}
 	apiHandler := apiServer.Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,

@@ -108,6 +108,16 @@ func (in *Inbound) RevokeThreadLinks(ctx context.Context, tn tenant.ID, thread s
 	return nil
 }
 
+// RevokeThread is RevokeThreadLinks for a thread known by its id (the operator's view):
+// broker.ErrNotFound when there is no such thread.
+func (in *Inbound) RevokeThread(ctx context.Context, thread string) error {
+	th, err := in.cfg.Threads.Get(ctx, thread)
+	if err != nil {
+		return err
+	}
+	return in.RevokeThreadLinks(ctx, th.Tenant, th.ID)
+}
+
 // csrfToken is the form token of a thread page: bound to its link, so a page of another
 // thread (or a site that does not know the link) cannot make one.
 func (in *Inbound) csrfToken(token string) string { return in.mac("webordinary-thread-form:", token) }
