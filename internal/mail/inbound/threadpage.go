@@ -83,13 +83,13 @@ func (in *Inbound) ThreadHandler() http.Handler {
 
 // threadError answers a refused link with a plain page.
 func (in *Inbound) threadError(w http.ResponseWriter, r *http.Request, err error) {
-	msg := "Something went wrong on our side; please try again in a minute."
+	msg, code := "Something went wrong on our side; please try again in a minute.", http.StatusServiceUnavailable
 	if errors.Is(err, errThreadInvalid) || errors.Is(err, errThreadExpired) || errors.Is(err, errThreadRevoked) {
-		msg = strings.ToUpper(err.Error()[:1]) + err.Error()[1:] + "."
+		msg, code = strings.ToUpper(err.Error()[:1])+err.Error()[1:]+".", http.StatusForbidden
 	} else {
 		in.cfg.Logger.WarnContext(r.Context(), "thread page", slog.Any("err", err))
 	}
-	w.WriteHeader(http.StatusForbidden)
+	w.WriteHeader(code)
 	_ = threadTemplate.Execute(w, threadPage{Error: msg})
 }
 
