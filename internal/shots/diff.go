@@ -1,9 +1,11 @@
 package shots
 
 import (
+	"cmp"
 	"image"
 	"image/color"
 	"image/draw"
+	"slices"
 )
 
 // diffCell is the side of the grid cells changed pixels are grouped by.
@@ -89,6 +91,18 @@ func regions(grid []image.Rectangle, cols, rows int) []image.Rectangle {
 // union adds the least area that neither covered: near regions join, far ones stay apart
 // (one box around them all would outline mostly what did not change).
 func mergeNearest(boxes []image.Rectangle, n int) []image.Rectangle {
+	for len(boxes) > maxGreedy { // the pairwise search is cubic: first halve by neighbours top to bottom
+		slices.SortFunc(boxes, func(a, b image.Rectangle) int { return cmp.Or(a.Min.Y-b.Min.Y, a.Min.X-b.Min.X) })
+		half := boxes[:0]
+		for i := 0; i < len(boxes); i += 2 {
+			r := boxes[i]
+			if i+1 < len(boxes) {
+				r = r.Union(boxes[i+1])
+			}
+			half = append(half, r)
+		}
+		boxes = half
+	}
 	for len(boxes) > n {
 		bi, bj, best := 0, 1, -1
 		for i := range boxes {
@@ -105,6 +119,9 @@ func mergeNearest(boxes []image.Rectangle, n int) []image.Rectangle {
 }
 
 func area(r image.Rectangle) int { return r.Dx() * r.Dy() }
+
+// maxGreedy bounds the boxes mergeNearest searches pairwise.
+const maxGreedy = 48
 
 // maxMarkedShare is the share of the view the outlines may cover: past it, what changed
 // fills the view (a new layout, a new picture) and outlines would only hide it.

@@ -51,3 +51,26 @@ func TestNoOutlineCoversMostOfTheView(t *testing.T) {
 		t.Errorf("a change filling the screen on a long page = %v, want no outline", got)
 	}
 }
+
+// TestDiffOfManyScatteredChangesIsQuick: thousands of separate changes (a page whose every
+// word moved) are merged to a few boxes without a pairwise search over all of them.
+func TestDiffOfManyScatteredChangesIsQuick(t *testing.T) {
+	t.Parallel()
+	var boxes []image.Rectangle
+	for y := range 60 {
+		for x := range 50 {
+			boxes = append(boxes, image.Rect(x*30, y*30, x*30+4, y*30+4))
+		}
+	}
+	got := mergeNearest(boxes, maxBoxes)
+	if len(got) == 0 || len(got) > maxBoxes {
+		t.Fatalf("%d boxes, want 1..%d", len(got), maxBoxes)
+	}
+	all := got[0]
+	for _, r := range got[1:] {
+		all = all.Union(r)
+	}
+	if all != image.Rect(0, 0, 49*30+4, 59*30+4) {
+		t.Errorf("the boxes cover %v, want every change", all)
+	}
+}
