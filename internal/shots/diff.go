@@ -131,7 +131,11 @@ const maxMarkedShare = 0.5
 // them, or none when together they cover more than maxMarkedShare of the view (the screen at
 // w, or the picture when it is shorter).
 func outlines(boxes []image.Rectangle, b image.Rectangle, w Width) []image.Rectangle {
-	view := b.Dx() * min(b.Dy(), max(w.Height, 1))
+	h := b.Dy()
+	if w.Height > 0 {
+		h = min(h, w.Height)
+	}
+	view := b.Dx() * h
 	covered := 0
 	for _, r := range boxes {
 		covered += area(r.Intersect(b))
