@@ -19,12 +19,20 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 
 # Node 22 for site builds (current Astro needs Node >= 22.12) and for the agent CLIs.
 FROM node:22-bookworm-slim
+# Chromium takes the pictures of changed pages that replies carry (fonts so text renders).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates openssh-client util-linux bubblewrap \
+    chromium fonts-liberation \
  && rm -rf /var/lib/apt/lists/*
-# Agent CLIs: Claude Code by default; add codex / opencode the same way if you use them.
-ARG AGENTS="@anthropic-ai/claude-code"
-RUN if [ -n "$AGENTS" ]; then npm install -g $AGENTS && npm cache clean --force; fi
+# The agent CLIs, each at an exact version (cmd/webordinary TestDockerfileHasPicturesAndPinnedAgents
+# checks the pins): an image built later runs the CLIs the tests ran. Bump on purpose:
+#   docker build --build-arg CODEX_VERSION=$(npm view @openai/codex version) .
+ARG CLAUDE_CODE_VERSION=2.1.332
+ARG CODEX_VERSION=0.171.0
+ARG OPENCODE_VERSION=1.18.33
+RUN npm install -g --no-audit --no-fund @anthropic-ai/claude-code@${CLAUDE_CODE_VERSION} \
+    @openai/codex@${CODEX_VERSION} opencode-ai@${OPENCODE_VERSION} \
+ && npm cache clean --force
 COPY --from=build /out/webordinary /usr/local/bin/webordinary
 RUN useradd --create-home --uid 10001 webordinary && mkdir -p /data && chown webordinary /data
 USER webordinary

@@ -7,7 +7,7 @@ import (
 )
 
 // TestRiverRuns runs the peer on a small case end to end (a real PostgreSQL, River's
-// migrations, both modes) so the README's command stays true. Without PostgreSQL it skips,
+// migrations, both modes) so docs/SCALING.md's command stays true. Without PostgreSQL it skips,
 // except in CI, which installs it.
 func TestRiverRuns(t *testing.T) {
 	if _, err := exec.LookPath("initdb"); err != nil && !anyPostgres() {

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/mail"
 	neturl "net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,11 +46,11 @@ func TestAWSEndToEnd(t *testing.T) {
 	ready := filepath.Join(dir, "ready.json")
 	previewPort := freePort(t)
 	c := &cluster{t: t, dir: dir, engine: e.engineURL}
-	awsFlags := []string{"--aws-region", "us-east-1", "--aws-endpoint", e.fauxqs, "--aws-ses-endpoint", e.ses,
-		"--preview-target", "s3://" + e.names.SitesBucket + "/sites", "--preview-port", fmt.Sprint(previewPort)}
+	awsFlags := []string{"--set", "aws.region=us-east-1", "--set", "aws.endpoint=" + e.fauxqs, "--set", "aws.ses_endpoint=" + e.ses,
+		"--set", "worker.preview_target=" + "s3://" + e.names.SitesBucket + "/sites", "--set", "worker.preview_port=" + fmt.Sprint(previewPort)}
 	c.serveP = c.start(append([]string{"serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0",
 		"--preview", fmt.Sprintf("127.0.0.1:%d", previewPort), "--nats-listen", "", "--smtp", "", "--engine", e.engineURL,
-		"--mail-domain", "edit.example.net", "--mail-ses", "--mail-ses-queue", e.queueURL,
+		"--set", "mail.domains=edit.example.net", "--set", "mail.ses=true", "--set", "mail.ses_queue=" + e.queueURL,
 		"--ready-file", ready, "--workers", "0", "--log-level", "warn"}, awsFlags...)...)
 	t.Cleanup(c.stopAll)
 	c.api, _ = waitReady(t, ready)
@@ -80,6 +83,64 @@ func TestAWSEndToEnd(t *testing.T) {
 	second := e.awaitReply(t, "Now a bold tagline", 90*time.Second)
 	if got := between(second.Body.Text, "See the preview: http://", "/"); got != host {
 		t.Fatalf("the answer to SES's Message-ID went to the preview %q, want the thread's %q:\n%s", got, host, second.Body.Text)
+	}
+}
+
+// TestAWSRestartedServeKeepsReplyTokens: on AWS, serve runs on Fargate, whose disk is new at
+// every task start. A serve restarted on an empty data directory (same engine) still knows
+// the reply tokens the previous one handed out: the owner's answer to a reply's Reply-To
+// address, carrying no In-Reply-To (some mail clients drop it), continues the same thread.
+func TestAWSRestartedServeKeepsReplyTokens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts serve twice and a worker on the AWS emulators (~30s)")
+	}
+	t.Parallel()
+	e := newAWSEnv(t)
+	dir := reachableTempDir(t)
+	origin := bareSite(t, dir)
+	c := &cluster{t: t, dir: dir, engine: e.engineURL}
+	t.Cleanup(func() {
+		c.stopAll()
+		if t.Failed() {
+			t.Logf("processes' log:\n%s", readFile(t, filepath.Join(dir, "procs.log")))
+		}
+	})
+	awsFlags := []string{"--aws-region", "us-east-1", "--aws-endpoint", e.fauxqs, "--aws-ses-endpoint", e.ses,
+		"--preview-target", "s3://" + e.names.SitesBucket + "/sites"}
+	serve := func(task string) *exec.Cmd {
+		ready := filepath.Join(dir, task+"-ready.json")
+		p := c.start(append([]string{"serve", "--data", filepath.Join(dir, task), "--http", "127.0.0.1:0",
+			"--preview", "", "--nats-listen", "", "--smtp", "", "--engine", e.engineURL,
+			"--mail-domain", "edit.example.net", "--mail-ses", "--mail-ses-queue", e.queueURL,
+			"--ready-file", ready, "--workers", "0", "--log-level", "warn"}, awsFlags...)...)
+		c.api, _ = waitReady(t, ready)
+		return p
+	}
+	first := serve("task1")
+	c.start(append([]string{"worker", "--engine", e.engineURL, "--data", filepath.Join(dir, "worker"), "--workers", "1",
+		"--log-level", "warn"}, awsFlags...)...)
+	agent := `sed -i "s|<h1>[^<]*</h1>|<h1>$WO_INSTRUCTION</h1>|" index.html && echo "The heading now says: $WO_INSTRUCTION"`
+	c.cli(t, "project", "add", "--server", c.api, "--data", filepath.Join(dir, "task1"), "--id", "site", "--repo", origin,
+		"--agent", "command", "--agent-command", agent, "--sender", "alice@example.com=alice")
+	e.receive(t, "ses-restart-1", "r1@example.com", "", "Fresh bread daily")
+	reply := e.awaitReply(t, "Fresh bread daily", 90*time.Second)
+	host := between(reply.Body.Text, "See the preview: http://", "/")
+	var replyTo *mail.Address
+	if len(reply.ReplyTo) == 1 {
+		replyTo, _ = mail.ParseAddress(reply.ReplyTo[0])
+	}
+	if replyTo == nil || !strings.HasPrefix(replyTo.Address, "edit+") || host == "" {
+		t.Fatalf("reply's Reply-To %q, preview %q:\n%s", reply.ReplyTo, host, reply.Body.Text)
+	}
+
+	_ = first.Process.Signal(syscall.SIGTERM) // the task stops; the next one starts on a new, empty disk
+	_ = first.Wait()
+	serve("task2")
+	e.receiveTo(t, replyTo.Address, "ses-restart-2", "r2@example.com", "", "Now with croissants")
+	second := e.awaitReply(t, "Now with croissants", 30*time.Second)
+	if got := between(second.Body.Text, "See the preview: http://", "/"); got != host {
+		t.Fatalf("after the restart, the answer to %s went to the preview %q, want the thread's %q:\n%s",
+			replyTo.Address, got, host, second.Body.Text)
 	}
 }
 
@@ -131,10 +192,16 @@ const sesPass = "amazonses.com;\r\n spf=pass (spfCheck: domain of example.com de
 // (with the headers SES prepends), then the notification through the topic.
 func (e *awsEnv) receive(t *testing.T, id, messageID, headers, body string) {
 	t.Helper()
+	e.receiveTo(t, "edit@edit.example.net", id, messageID, headers, body)
+}
+
+// receiveTo is receive with the message addressed to to.
+func (e *awsEnv) receiveTo(t *testing.T, to, id, messageID, headers, body string) {
+	t.Helper()
 	ctx, now := context.Background(), time.Now()
 	raw := "Received: from mail.example.com by inbound-smtp.us-east-1.amazonaws.com with SMTP id " + id + "\r\n" +
 		"X-SES-Spam-Verdict: PASS\r\nX-SES-Virus-Verdict: PASS\r\nAuthentication-Results: " + sesPass + "\r\n" +
-		"From: Alice <alice@example.com>\r\nTo: edit@edit.example.net\r\nSubject: Our homepage\r\n" +
+		"From: Alice <alice@example.com>\r\nTo: " + to + "\r\nSubject: Our homepage\r\n" +
 		"Message-ID: <" + messageID + ">\r\n" + headers + "Date: " + now.Format(time.RFC1123Z) + "\r\nMIME-Version: 1.0\r\n" +
 		"Content-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n"
 	key := awssetup.InboundKeyPrefix + id
@@ -146,12 +213,12 @@ func (e *awsEnv) receive(t *testing.T, id, messageID, headers, body string) {
 	n := map[string]any{
 		"notificationType": "Received",
 		"receipt": map[string]any{
-			"timestamp": now.UTC().Format(time.RFC3339Nano), "recipients": []string{"edit@edit.example.net"},
+			"timestamp": now.UTC().Format(time.RFC3339Nano), "recipients": []string{to},
 			"spamVerdict": pass, "virusVerdict": pass, "spfVerdict": pass, "dkimVerdict": pass, "dmarcVerdict": pass,
 			"action": map[string]any{"type": "S3", "topicArn": e.topicARN, "bucketName": e.names.InboundBucket, "objectKey": key},
 		},
 		"mail": map[string]any{"timestamp": now.UTC().Format(time.RFC3339Nano), "source": "alice@example.com",
-			"messageId": id, "destination": []string{"edit@edit.example.net"}},
+			"messageId": id, "destination": []string{to}},
 	}
 	data, _ := json.Marshal(n)
 	if _, err := e.sns.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(e.topicARN), Message: aws.String(string(data))}); err != nil {
@@ -161,9 +228,10 @@ func (e *awsEnv) receive(t *testing.T, id, messageID, headers, body string) {
 
 // sesEmail is what aws-ses-v2-local's GET /store lists per message.
 type sesEmail struct {
-	MessageID string `json:"messageId"`
-	From      string `json:"from"`
-	Subject   string `json:"subject"`
+	MessageID string   `json:"messageId"`
+	From      string   `json:"from"`
+	ReplyTo   []string `json:"replyTo"`
+	Subject   string   `json:"subject"`
 	Body      struct {
 		Text string `json:"text"`
 	} `json:"body"`
@@ -224,22 +292,26 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestTemplateUsesRealFlags: every WO_* variable deploy/aws/template.yaml sets is a flag of
-// serve or worker (the configuration reference lists each flag's variable).
-func TestTemplateUsesRealFlags(t *testing.T) {
+// TestDeployFilesUseRealVariables: every WO_* variable the deploy files set (the AWS
+// template, the Dockerfile, compose.yaml, the systemd units) is read by a flag or a config key
+// of serve or worker (the configuration reference lists each one's variable).
+func TestDeployFilesUseRealVariables(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "aws", "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ref := flagReference()
-	vars := regexp.MustCompile(`Name: (WO_[A-Z0-9_]+)`).FindAllStringSubmatch(string(data), -1)
-	if len(vars) == 0 {
-		t.Fatal("no WO_* variables in the template")
-	}
-	for _, v := range vars {
-		if !strings.Contains(ref, "["+v[1]+"]") {
-			t.Errorf("the template sets %s, which no flag reads", v[1])
+	for _, f := range []string{"deploy/aws/template.yaml", "Dockerfile", "compose.yaml", "deploy/webordinary.service", "deploy/webordinary-worker.service"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(string(data), "") // comments name other variables too
+		vars := regexp.MustCompile(`\b(WO_[A-Z0-9_]+)[=:",]`).FindAllStringSubmatch(code, -1)
+		if f == "deploy/aws/template.yaml" && len(vars) == 0 {
+			t.Fatal("no WO_* variables in the template")
+		}
+		for _, v := range vars {
+			if !strings.Contains(ref, "["+v[1]+"]") && !strings.Contains(ref, "`"+v[1]+"`") {
+				t.Errorf("%s sets %s, which no flag or config key reads", f, v[1])
+			}
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestBenchThroughputWithDefaults runs the README's `webordinary bench --only throughput` as a
+// TestBenchThroughputWithDefaults runs docs/SCALING.md's `webordinary bench --only throughput` as a
 // user does (default flags, a fresh HOME): four figures, on 8 workers in each of two
 // processes, how busy the machine was, and no error logged. A bad --workers says what to give.
 func TestBenchThroughputWithDefaults(t *testing.T) {

@@ -39,7 +39,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Parallel()
 	// The protocol is under test here, not the sandbox: the agent appends to one shared log.
-	c := startCluster(t, chaosAgent, 1, "--interrupt-policy", "queue", "--sandbox", "off")
+	c := startCluster(t, chaosAgent, 1, "--set", "serve.interrupt_policy=queue", "--sandbox", "off")
 	ids := chaos(t, c, 6, 25)
 	results := countResults(t, c)
 	for _, list := range ids {
@@ -62,7 +62,7 @@ func TestChaosAWS(t *testing.T) {
 	}
 	t.Parallel()
 	url := awsEngineURL(t)
-	c := startCluster(t, chaosAgent, 1, "--interrupt-policy", "queue", "--sandbox", "off", "--engine", url, "--nats-listen", "")
+	c := startCluster(t, chaosAgent, 1, "--set", "serve.interrupt_policy=queue", "--sandbox", "off", "--engine", url, "--nats-listen", "")
 	chaos(t, c, 3, 12)
 }
 
@@ -314,7 +314,7 @@ func TestKilledWorkerLeavesNoProcesses(t *testing.T) {
 	}
 	wantSandbox(t, c, "UNSANDBOXED")
 	_ = w.Process.Kill()
-	c.start("worker", "--nats", c.nats, "--processor", "noop", "--lease-ttl", "1s")
+	c.start("worker", "--nats", c.nats, "--set", "worker.processor=noop", "--set", "worker.lease_ttl=1s")
 	deadline = time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
 		for alive(pid) {

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/webordinary/webordinary/internal/agent/agenttest"
-	"github.com/webordinary/webordinary/internal/shots"
+	"github.com/webordinary/webordinary/internal/capability"
 )
 
 // TestCheckTurnInTheSandbox: a project with --check-turn, the fake Claude in the bubblewrap
@@ -15,12 +14,8 @@ import (
 // fixes the miss, and the commit and preview have the fix.
 func TestCheckTurnInTheSandbox(t *testing.T) {
 	t.Parallel()
-	if shots.FindBrowser() == "" {
-		t.Skip("no Chromium installed (apt-get install chromium; CI installs it): the check turn needs pictures")
-	}
-	if out, err := exec.Command("bwrap", "--unshare-user", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("bubblewrap cannot run here (%v: %s); the sandboxed check turn is not tested", err, out)
-	}
+	capability.Need(t, capability.Chromium)
+	capability.Need(t, capability.Bubblewrap)
 	dir := reachableTempDir(t)
 	origin := bareSite(t, dir)
 	ready := filepath.Join(dir, "ready.json")

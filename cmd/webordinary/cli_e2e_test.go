@@ -10,7 +10,7 @@ import (
 )
 
 // TestCLIAgainstServe: the CLI's checks and its human output against a real serve started
-// with --mail-local-testing: project add checks the repository and refuses to overwrite,
+// with mail.local_testing: project add checks the repository and refuses to overwrite,
 // update changes only what is given, send refuses an unknown project, send --wait prints the
 // result for people, and `mail send` gets an instruction run by email in one command.
 func TestCLIAgainstServe(t *testing.T) {
@@ -21,7 +21,7 @@ func TestCLIAgainstServe(t *testing.T) {
 	c := &cluster{t: t, dir: dir}
 	c.serveP = c.start("serve", "--data", c.data(), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
 		"--nats-listen", "", "--smtp", "127.0.0.1:0", "--ready-file", ready, "--workers", "1", "--log-level", "warn",
-		"--mail-local-testing")
+		"--set", "mail.local_testing=true")
 	t.Cleanup(c.stopAll)
 	c.api, _ = waitReady(t, ready)
 	smtpAddr := readyField(t, ready, "smtp")
@@ -38,7 +38,7 @@ func TestCLIAgainstServe(t *testing.T) {
 	warned := exec.Command(os.Args[0], "project", "add", "hidden", "--server", c.api, "--repo", origin, "--agent", "command",
 		"--agent-command", "/srv/wo-edit.sh --fast")
 	warned.Env = c.env()
-	if out, err := warned.CombinedOutput(); err != nil || !strings.Contains(string(out), "add /srv with --sandbox-ro") {
+	if out, err := warned.CombinedOutput(); err != nil || !strings.Contains(string(out), "add /srv to sandbox.read_only") {
 		t.Fatalf("project add with a script under /srv: %v\n%s", err, out)
 	}
 	c.cli(t, "project", "update", "site", "--server", c.api, "--model", "m1")

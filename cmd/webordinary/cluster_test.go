@@ -195,8 +195,8 @@ func clusterLosesANode(t *testing.T, embedded bool) {
 	}
 	c.serveOn(t, via(0)+"?replicas=3")
 	for i := range 2 {
-		c.start("worker", "--nats", via(1+i), "--workers", "2", "--processor", "command", "--agent-command", c.agent,
-			"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "2s", "--log-level", clusterLogLevel(), "--sandbox", "off")
+		c.start("worker", "--nats", via(1+i), "--workers", "2", "--set", "worker.processor=command", "--set", "worker.agent_command="+c.agent,
+			"--set", "worker.workspaces="+filepath.Join(c.dir, "workspaces"), "--set", "worker.lease_ttl=2s", "--log-level", clusterLogLevel(), "--sandbox", "off")
 	}
 	const tenants, rounds, killRound = 6, 12, 3
 	run := c.steadyJobs(t, tenants, rounds, killRound, func() (time.Time, string, []string) { return killLeader(t, nodes) })
@@ -232,9 +232,9 @@ func (c *cluster) serveOn(t *testing.T, engine string) {
 	t.Helper()
 	ready := filepath.Join(c.dir, "ready.json")
 	c.serveP = c.start("serve", "--data", c.data(), "--http", "127.0.0.1:0", "--engine", engine,
-		"--ready-file", ready, "--workers", "0", "--interrupt-policy", "queue", "--processor", "command", "--agent-command", c.agent,
-		"--lease-ttl", "2s", "--reconcile", "300ms", "--preview", "", "--shutdown-grace", "1s",
-		"--log-level", clusterLogLevel(), "--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces"))
+		"--ready-file", ready, "--workers", "0", "--set", "serve.interrupt_policy=queue", "--set", "worker.processor=command", "--set", "worker.agent_command="+c.agent,
+		"--set", "worker.lease_ttl=2s", "--set", "serve.reconcile=300ms", "--preview", "", "--set", "worker.shutdown_grace=1s",
+		"--log-level", clusterLogLevel(), "--smtp", "", "--set", "worker.workspaces="+filepath.Join(c.dir, "workspaces"))
 	c.api, _ = waitReady(t, ready)
 }
 

@@ -20,7 +20,7 @@ func TestSecondServeOnADataDirExits(t *testing.T) {
 	defer cancel()
 	second := exec.CommandContext(ctx, os.Args[0], "serve", "--data", c.data(), "--http", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--ready-file", filepath.Join(c.dir, "second-ready.json"), "--workers", "0",
-		"--preview", "", "--smtp", "", "--no-sync", "--log-level", "warn")
+		"--preview", "", "--smtp", "", "--set", "engine.no_sync=true", "--log-level", "warn")
 	second.Env, second.Dir = c.env(), c.dir
 	out, err := second.CombinedOutput()
 	if ctx.Err() != nil {

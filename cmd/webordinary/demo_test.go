@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/preview"
 )
 
@@ -49,9 +50,7 @@ func TestDemoQuickStart(t *testing.T) {
 // from a directory the sandboxed jobs' user cannot enter (as /root is): it must still work.
 func TestDemoDefaultDataAsRootInAClosedDirectory(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: only then do jobs run as another uid")
-	}
+	capability.Need(t, capability.Root)
 	closed, tmp := t.TempDir(), reachableTempDir(t)
 	if err := os.Chmod(closed, 0o700); err != nil {
 		t.Fatal(err)

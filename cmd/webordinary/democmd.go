@@ -76,10 +76,10 @@ func (f *demoFlags) run(ctx context.Context) error {
 	ready := filepath.Join(data, "ready.json")
 	_ = os.Remove(ready)
 	args := []string{"--data", data, "--http", f.httpAddr, "--preview", f.previewAddr, "--smtp", f.smtpAddr,
-		"--mail-domain", "edit.localhost", "--mail-dns-fixture", dnsFile, "--nats-listen", "", "--workers", "2",
+		"--set", "mail.domains=edit.localhost", "--set", "mail.dns_fixture=" + dnsFile, "--nats-listen", "", "--workers", "2",
 		"--log-level", "warn", "--ready-file", ready}
 	if loginDir != "" {
-		args = append(args, "--claude-login", loginDir)
+		args = append(args, "--set", "worker.claude_login="+loginDir)
 	}
 	sf, err := parseServe(args)
 	if err != nil {
@@ -307,7 +307,7 @@ func report(data string, c *api.Client, rec broker.JobRecord, say func(string, .
 		}
 	}
 	if reply := awaitReply(filepath.Join(data, "outbox"), rec.Job.ID, 30*time.Second); reply != "" {
-		say("threaded reply to %s: %s (no --smtp-relay configured, so replies are written as .eml files)", demoSender, reply)
+		say("threaded reply to %s: %s (no mail.relay configured, so replies are written as .eml files)", demoSender, reply)
 	} else {
 		say("the reply is still queued; it will appear in %s", filepath.Join(data, "outbox"))
 	}

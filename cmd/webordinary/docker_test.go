@@ -182,3 +182,90 @@ func waitWorkers(t *testing.T, c *cluster, n int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// agentCLIs are the npm packages of the agent CLIs the image carries.
+var agentCLIs = []string{"@anthropic-ai/claude-code", "@openai/codex", "opencode-ai"}
+
+// TestDockerfileHasPicturesAndPinnedAgents: the image's final stage installs Chromium (the
+// pictures in replies; without it every job's reply goes without them) and every agent CLI
+// at an exact version, so an image built tomorrow runs the CLIs its tests ran.
+func TestDockerfileHasPicturesAndPinnedAgents(t *testing.T) {
+	t.Parallel()
+	runs := finalStageRuns(readFile(t, "../../Dockerfile"))
+	if !slices.ContainsFunc(runs, func(r string) bool {
+		return strings.Contains(r, "apt-get install") && slices.Contains(strings.Fields(r), "chromium")
+	}) {
+		t.Errorf("the image's final stage does not apt-get install chromium; RUN lines:\n%s", strings.Join(runs, "\n"))
+	}
+	pins := npmGlobalPins(runs)
+	for _, pkg := range agentCLIs {
+		v, ok := pins[pkg]
+		if !ok || !exactVersion(v) {
+			t.Errorf("the image does not npm install -g %s at an exact version (found %q); pin it: %s@X.Y.Z", pkg, v, pkg)
+		}
+	}
+}
+
+// finalStageRuns is the RUN commands of the Dockerfile's last stage, continuation lines
+// joined and ARG defaults substituted.
+func finalStageRuns(dockerfile string) []string {
+	joined := strings.ReplaceAll(dockerfile, "\\\n", " ")
+	var runs []string
+	args := map[string]string{}
+	for line := range strings.Lines(joined) {
+		key, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch key {
+		case "FROM":
+			runs, args = nil, map[string]string{}
+		case "ARG":
+			k, v, _ := strings.Cut(rest, "=")
+			args[k] = strings.Trim(v, `"`)
+		case "RUN":
+			for k, v := range args {
+				rest = strings.ReplaceAll(strings.ReplaceAll(rest, "${"+k+"}", v), "$"+k, v)
+			}
+			runs = append(runs, rest)
+		}
+	}
+	return runs
+}
+
+// npmGlobalPins maps each package an `npm install -g` in runs names to its version ("" when
+// it names none).
+func npmGlobalPins(runs []string) map[string]string {
+	pins := map[string]string{}
+	for _, r := range runs {
+		for cmd := range strings.SplitSeq(r, "&&") {
+			f := strings.Fields(cmd)
+			if len(f) < 3 || f[0] != "npm" || f[1] != "install" || !slices.Contains(f, "-g") {
+				continue
+			}
+			for _, a := range f[2:] {
+				if strings.HasPrefix(a, "-") {
+					continue
+				}
+				at := strings.LastIndex(a, "@")
+				if at <= 0 {
+					pins[a] = ""
+					continue
+				}
+				pins[a[:at]] = a[at+1:]
+			}
+		}
+	}
+	return pins
+}
+
+// exactVersion reports whether v is X.Y.Z (no range, no tag).
+func exactVersion(v string) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}

@@ -17,7 +17,7 @@ import (
 	"github.com/webordinary/webordinary/internal/router"
 )
 
-// TestServesFormAnEmbeddedCluster is the README's cluster without nats-server: three serve
+// TestServesFormAnEmbeddedCluster is docs/SCALING.md's cluster without nats-server: three serve
 // processes whose embedded engines are members of one cluster, each with workers of its own.
 // A job accepted by one serve is run and seen through another; after one serve is killed
 // (SIGKILL), the other two still accept and run jobs.
@@ -39,8 +39,8 @@ func TestServesFormAnEmbeddedCluster(t *testing.T) {
 			"--engine", engine, "--ready-file", filepath.Join(c.dir, "ready.json"), "--workers", "1",
 			// The defaults a user gets (fsync on, 15 s leases, the default sandbox), but for
 			// addresses, which must not be fixed ports in a test, and the agent.
-			"--processor", "command", "--agent-command", agent, "--preview", "", "--log-level", "warn",
-			"--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces"))
+			"--set", "worker.processor=command", "--set", "worker.agent_command="+agent, "--preview", "", "--log-level", "warn",
+			"--smtp", "", "--set", "worker.workspaces="+filepath.Join(c.dir, "workspaces"))
 		cmd.Env = append(c.env(), "WO_NATS_USER=wo", "WO_NATS_PASSWORD=the same long secret on every member")
 		c.serveP = c.startCmd(cmd)
 		t.Cleanup(c.stopAll)

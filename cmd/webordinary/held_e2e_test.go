@@ -90,8 +90,8 @@ func (m *mailSetup) heldCount(t *testing.T) int {
 func TestBurstIsAdmittedOrHeldNeverDropped(t *testing.T) {
 	t.Parallel()
 	const burst, limit = 200, 20
-	m := newMailSetupWith(t, "--processor", "command", "--agent-command", "echo done", "--mail-per-sender", fmt.Sprint(limit),
-		"--mail-per-tenant", "1000", "--mail-held-notice-after", "1s")
+	m := newMailSetupWith(t, "--set", "worker.processor=command", "--set", "worker.agent_command=echo done", "--set", "mail.per_sender="+fmt.Sprint(limit),
+		"--set", "mail.per_tenant=1000", "--set", "mail.held_notice_after=1s")
 	start := time.Now()
 	m.sendBurst(t, burst)
 	t.Logf("%d messages accepted over SMTP in %s", burst, time.Since(start).Round(time.Millisecond))

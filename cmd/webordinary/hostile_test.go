@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/capability"
 )
 
 // hostileScript tries every way out of a job and records each attempt in $OUT, one line per
@@ -65,9 +67,7 @@ exit 0
 // data dir appear nowhere in the pushed branch, the preview or the result.
 func TestHostileJob(t *testing.T) {
 	t.Parallel()
-	if out, err := exec.Command("bwrap", "--unshare-user", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s); the hostile-job case is not tested", err, out)
-	}
+	capability.Need(t, capability.Bubblewrap)
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("bash not installed")
 	}

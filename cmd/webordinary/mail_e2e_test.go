@@ -21,6 +21,8 @@ import (
 
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/emersion/go-smtp"
+
+	"github.com/webordinary/webordinary/internal/capability"
 )
 
 // sink is a real SMTP receiver standing in for the owner's mailbox behind our relay.
@@ -115,8 +117,8 @@ func newMailSetupOf(t *testing.T, files [][2]string, agent string, serveArgs ...
 	}
 	m := &mailSetup{c: &cluster{t: t, dir: dir}, origin: bareSite(t, dir, files...), key: key, sink: newSink(t)}
 	m.args = []string{"serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
-		"--nats-listen", "", "--smtp", "127.0.0.1:0", "--mail-domain", "edit.example.net", "--mail-dns-fixture", dnsFile,
-		"--smtp-relay", m.sink.ln.Addr().String(), "--smtp-relay-tls", "none", "--workers", "1", "--log-level", "warn"}
+		"--nats-listen", "", "--smtp", "127.0.0.1:0", "--set", "mail.domains=edit.example.net", "--set", "mail.dns_fixture=" + dnsFile,
+		"--set", "mail.relay=" + m.sink.ln.Addr().String(), "--set", "mail.relay_tls=none", "--workers", "1", "--log-level", "warn"}
 	m.args = append(m.args, serveArgs...)
 	m.start(t)
 	m.c.cli(t, "project", "add", "--server", m.c.api, "--id", "site", "--repo", m.origin, "--agent", "command",
@@ -153,9 +155,7 @@ func (m *mailSetup) signed(t *testing.T, id, body string) []byte {
 // swaks sends raw over SMTP with the real swaks client.
 func (m *mailSetup) swaks(t *testing.T, raw []byte) {
 	t.Helper()
-	if _, err := exec.LookPath("swaks"); err != nil {
-		t.Skip("swaks not installed (apt-get install swaks; .ci/run does)")
-	}
+	capability.Need(t, capability.Swaks)
 	file := filepath.Join(t.TempDir(), "msg.eml")
 	if err := os.WriteFile(file, raw, 0o644); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 const mailUsage = `Usage: webordinary mail <command> [flags]
 
   send --from ADDRESS INSTRUCTION   email an instruction to a serve started with
-                                    --mail-local-testing (on this machine; see README)
+                                    mail.local_testing (on this machine; see docs/MAIL.md)
   inspect [FILE]                    how serve's mail router sees a raw message (stdin when no
                                     FILE): thread, instruction, authentication, decision;
                                     nothing is acted on
@@ -56,7 +56,7 @@ func mailInspect(ctx context.Context, args []string) error {
 	)
 	fs := newFlags("mail inspect", "[FILE]")
 	cf.register(fs)
-	fs.StringVar(&env.IP, "ip", "", "connecting IP, for SPF and whether it is a --mail-trusted-relay (as if the message arrived from it)")
+	fs.StringVar(&env.IP, "ip", "", "connecting IP, for SPF and whether it is one of mail.trusted_relays (as if the message arrived from it)")
 	fs.StringVar(&env.Helo, "helo", "", "HELO name")
 	fs.StringVar(&env.MailFrom, "mail-from", "", "SMTP MAIL FROM")
 	fs.StringVar(&env.Rcpt, "rcpt", "", "SMTP RCPT TO")

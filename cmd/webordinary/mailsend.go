@@ -37,7 +37,7 @@ func mailSend(ctx context.Context, args []string) error {
 	fs := newFlags("mail send", "--from ADDRESS [--wait] INSTRUCTION")
 	cf.register(fs)
 	fs.StringVar(&from, "from", "", "sender address; a project must list it (project add --sender ADDRESS=USER)")
-	fs.StringVar(&to, "to", "edit@edit.localhost", "serve's address (edit@ its --mail-domain); reply to a thread with its reply address")
+	fs.StringVar(&to, "to", "edit@edit.localhost", "serve's address (edit@ its mail.domains); reply to a thread with its reply address")
 	fs.StringVar(&subject, "subject", "", "subject (default: the instruction's first line)")
 	fs.StringVar(&addr, "smtp", "127.0.0.1:2525", "serve's --smtp address (loopback)")
 	fs.BoolVar(&wait, "wait", false, "follow the job to its end; exit status 1 unless done")
@@ -79,7 +79,7 @@ func mailSend(ctx context.Context, args []string) error {
 func localMessage(data, from, to, subject, instruction string) (raw []byte, msgID string, err error) {
 	keyRaw, err := os.ReadFile(secretPath(data, localDKIMFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", fmt.Errorf("no local mail testing key in %s: start serve with --mail-local-testing "+
+		return nil, "", fmt.Errorf("no local mail testing key in %s: start serve with --set mail.local_testing=true "+
 			"(WO_MAIL_LOCAL_TESTING=true) on this machine; if its data directory is another (its --data, or its user's: "+
 			"as root it may be %s), pass it with --data (WO_DATA)", data, app.DefaultSystemData)
 	}
@@ -122,7 +122,7 @@ func wouldRun(ctx context.Context, c *api.Client, raw []byte, from, to string) e
 	}
 	hint := ""
 	if rep.Auth != nil && !rep.Auth.Pass {
-		hint = "\n(is serve running with --mail-local-testing, and is --data this serve's data directory?)"
+		hint = "\n(is serve running with mail.local_testing, and is --data this serve's data directory?)"
 	}
 	return fmt.Errorf("not sent: serve would %s it: %s%s", rep.Decision.Action, rep.Decision.Reason, hint)
 }

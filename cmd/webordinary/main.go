@@ -33,6 +33,8 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"health":    runHealth,
 	"bench":     runBench,
 	"aws":       runAWS,
+	"config":    runConfig,
+	"doctor":    runDoctor,
 	"version":   func(context.Context, []string) error { fmt.Println("webordinary", version); return nil },
 }
 
@@ -53,10 +55,14 @@ Commands:
   health   exit 0 when a serve answers (for container health checks)
   bench    measure the control plane (dispatch latency, throughput, failover, fairness)
   aws      set up the queues, tables and buckets of an AWS install (aws setup)
+  config   list the config file's keys, or print an example file (serve, worker --config)
+  doctor   list what this machine lacks (bubblewrap, Chromium, emulators) and how to get it
   version  print the version
 
 Run 'webordinary <command> -h' for a command's flags. Every flag can also be set with an
-environment variable: --lease-ttl is WO_LEASE_TTL. Commands that talk to serve print for
+environment variable: --http is WO_HTTP. serve and worker take the rest of their settings
+from a config file (--config FILE; 'webordinary config keys' lists them), each with its
+variable too: worker.lease_ttl is WO_LEASE_TTL. Commands that talk to serve print for
 people; add --json for scripts.
 `
 

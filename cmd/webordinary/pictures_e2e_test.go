@@ -16,6 +16,7 @@ import (
 	"github.com/emersion/go-msgauth/dkim"
 	"github.com/jhillyerd/enmime/v2"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/shots"
 )
 
@@ -30,9 +31,7 @@ const picturesStyle = `body{margin:0;font:16px sans-serif} header{background:#c0
 // a shell command in the working copy.
 func picturesSetup(t *testing.T) *mailSetup {
 	t.Helper()
-	if shots.FindBrowser() == "" {
-		t.Skip("no Chromium installed (apt-get install chromium; .ci/run does): replies carry no pictures here")
-	}
+	capability.Need(t, capability.Chromium)
 	return newMailSetupOf(t, [][2]string{{"index.html", picturesPage}, {"style.css", picturesStyle}},
 		`sh -c "$WO_INSTRUCTION" && echo "Done: $WO_INSTRUCTION"`)
 }

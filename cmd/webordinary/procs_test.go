@@ -47,8 +47,8 @@ func startCluster(t *testing.T, agent string, serveWorkers int, extra ...string)
 	ready := filepath.Join(c.dir, "ready.json")
 	args := append([]string{"serve", "--data", filepath.Join(c.dir, "data"), "--http", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--ready-file", ready, "--workers", fmt.Sprint(serveWorkers),
-		"--processor", "command", "--agent-command", agent, "--lease-ttl", "1s", "--reconcile", "300ms", "--no-sync", "--preview", "",
-		"--shutdown-grace", "1s", "--log-level", "warn", "--smtp", "", "--workspaces", filepath.Join(c.dir, "workspaces")}, extra...)
+		"--set", "worker.processor=command", "--set", "worker.agent_command=" + agent, "--set", "worker.lease_ttl=1s", "--set", "serve.reconcile=300ms", "--set", "engine.no_sync=true", "--preview", "",
+		"--set", "worker.shutdown_grace=1s", "--log-level", "warn", "--smtp", "", "--set", "worker.workspaces=" + filepath.Join(c.dir, "workspaces")}, extra...)
 	c.serveP = c.start(args...)
 	c.api, c.nats = waitReady(t, ready)
 	t.Cleanup(c.stopAll)
@@ -96,8 +96,8 @@ func (c *cluster) worker(n int) *exec.Cmd {
 	if c.engine != "" {
 		join = []string{"--engine", c.engine}
 	}
-	return c.start(append([]string{"worker"}, append(join, "--workers", fmt.Sprint(n), "--processor", "command", "--agent-command", c.agent,
-		"--workspaces", filepath.Join(c.dir, "workspaces"), "--lease-ttl", "1s", "--log-level", "warn", "--sandbox", c.sandbox)...)...)
+	return c.start(append([]string{"worker"}, append(join, "--workers", fmt.Sprint(n), "--set", "worker.processor=command", "--set", "worker.agent_command="+c.agent,
+		"--set", "worker.workspaces="+filepath.Join(c.dir, "workspaces"), "--set", "worker.lease_ttl=1s", "--log-level", "warn", "--sandbox", c.sandbox)...)...)
 }
 
 func (c *cluster) stopAll() {

@@ -78,8 +78,8 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.Float64Var(&p.Agent.MaxBudgetUSD, "max-budget-usd", 2, "agent spending limit per job, in US dollars at list prices: claude's own flag, and the egress proxy refuses any agent's model calls past it")
 	fs.DurationVar(&p.Agent.WallClock, "agent-timeout", 30*time.Minute, "stop an agent run after this long")
 	fs.DurationVar(&p.Agent.NoOutput, "agent-silence", 10*time.Minute, "stop an agent that prints nothing for this long")
-	fs.StringVar(&p.Agent.BaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) for this project's agent: claude ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode the model provider's baseURL; default: the server's --agent-base-url, else the vendor's")
-	fs.StringVar(&p.InterruptPolicy, "interrupt-policy", "", "a new instruction on a thread interrupts that thread's running job (interrupt) or waits (queue); default: the server's --interrupt-policy")
+	fs.StringVar(&p.Agent.BaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) for this project's agent: claude ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode the model provider's baseURL; default: the server's worker.agent_base_url, else the vendor's")
+	fs.StringVar(&p.InterruptPolicy, "interrupt-policy", "", "a new instruction on a thread interrupts that thread's running job (interrupt) or waits (queue); default: the server's serve.interrupt_policy")
 	fs.StringVar(&p.AttachmentsDir, "attachments-dir", "public/attachments", "where attachments land in the repository")
 	fs.IntVar(&p.RepairTurns, "repair-turns", 1, "agent turns to fix a failed build")
 	fs.BoolVar(&p.CheckTurn, "check-turn", false, "after the preview and its pictures, give the agent one more turn to look at the pictures and fix an obvious miss before the reply (costs an agent turn; not for --agent command)")
@@ -88,7 +88,7 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.BoolVar(&p.Acknowledge, "acknowledge", false, "send an acknowledgement with the job's link when an email is accepted")
 	fs.Var((*listFlag)(&p.Env), "env", "variable this project's agent and build get: NAME (the worker's value) or NAME=VALUE (stored in the project record; repeatable; WO_* refused)")
 	fs.BoolVar(&p.BuildOffline, "build-offline", false, "run the build command without network (the install keeps it)")
-	fs.StringVar(&p.JobLimits, "job-limits", "", "this project's job limits, e.g. mem=4GiB,procs=512 (see serve's --job-limits; the ones left out are the server's)")
+	fs.StringVar(&p.JobLimits, "job-limits", "", "this project's job limits, e.g. mem=4GiB,procs=512 (see sandbox.job_limits in serve's config; the ones left out are the server's)")
 	fs.Var((*listFlag)(&p.EgressAllow), "egress-allow", "HOST, HOST:PORT, *.DOMAIN or * (any public host) this project's jobs may reach besides the npm registry, the remote's git host and the model API (repeatable)")
 }
 
@@ -297,12 +297,12 @@ func senderList(s map[string]string) string {
 }
 
 // warnUnseen warns when the agent's command names a path outside the toolchain every
-// sandboxed job sees: unless the workers show it (--sandbox-ro), every job fails at once.
+// sandboxed job sees: unless the workers show it (sandbox.read_only), every job fails at once.
 func warnUnseen(w io.Writer, a project.AgentSpec) {
 	for _, p := range sandbox.CommandPaths(a.Command) {
 		if sandbox.Hidden(p) {
-			fmt.Fprintf(w, "warning: jobs run in a sandbox that sees only the toolchain (/usr, /bin, /opt…), PATH and --sandbox-ro paths:"+
-				" unless %s is under one of them on the workers, add %s with --sandbox-ro (serve or worker), or the agent cannot run it\n",
+			fmt.Fprintf(w, "warning: jobs run in a sandbox that sees only the toolchain (/usr, /bin, /opt…), PATH and sandbox.read_only paths:"+
+				" unless %s is under one of them on the workers, add %s to sandbox.read_only (serve's and workers' config), or the agent cannot run it\n",
 				p, filepath.Dir(p))
 			return
 		}

@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// readmeMailSend is the `mail send` command README.md gives for trying mail on your machine.
+// readmeMailSend is the `mail send` command docs/MAIL.md gives for trying mail on your machine.
 func readmeMailSend(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/MAIL.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func readmeMailSend(t *testing.T) string {
 			return l
 		}
 	}
-	t.Fatal("README.md has no `webordinary mail send --from …` line")
+	t.Fatal("docs/MAIL.md has no `webordinary mail send --from …` line")
 	return ""
 }
 
@@ -40,7 +40,7 @@ func readmeShell(t *testing.T, dir, xdg, command string, env ...string) (string,
 	return string(out), err
 }
 
-// TestReadmeMailSend: README's `mail send` line, run as written on serve's machine with serve
+// TestReadmeMailSend: docs/MAIL.md's `mail send` line, run as written on serve's machine with serve
 // on its default data directory, gets the instruction run by email; without serve's key it
 // says where it looked.
 func TestReadmeMailSend(t *testing.T) {
@@ -57,7 +57,7 @@ func TestReadmeMailSend(t *testing.T) {
 	data := filepath.Join(xdg, "webordinary") // the default data directory with XDG_DATA_HOME=xdg
 	ready := filepath.Join(dir, "ready.json")
 	c.serveP = c.start("serve", "--data", data, "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--nats-listen", "",
-		"--smtp", "127.0.0.1:0", "--ready-file", ready, "--workers", "1", "--log-level", "warn", "--mail-local-testing")
+		"--smtp", "127.0.0.1:0", "--ready-file", ready, "--workers", "1", "--log-level", "warn", "--set", "mail.local_testing=true")
 	t.Cleanup(c.stopAll)
 	c.api, _ = waitReady(t, ready)
 	c.cli(t, "project", "add", "site", "--data", data, "--server", c.api, "--repo", bareSite(t, dir), "--agent", "command",

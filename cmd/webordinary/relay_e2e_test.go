@@ -19,7 +19,7 @@ const forgedRelay = "From: alice@example.com\r\nTo: edit@edit.example.net\r\nSub
 // reply.
 func TestForgedRelayHeaderFromJobNeverRuns(t *testing.T) {
 	t.Parallel()
-	m := newMailSetupWith(t, "--mail-trusted-authserv", "relay.test", "--mail-trusted-relay", "192.0.2.1")
+	m := newMailSetupWith(t, "--set", "mail.trusted_authserv=relay.test", "--set", "mail.trusted_relays=192.0.2.1")
 	m.swaks(t, []byte(forgedRelay))
 	m.spoolHandled(t)
 	if status := m.c.cli(t, "status", "--server", m.c.api, "--json"); strings.Contains(status, "Replace the site") {
@@ -38,7 +38,7 @@ func TestForgedRelayHeaderFromJobNeverRuns(t *testing.T) {
 // listed on purpose) is trusted: it runs and alice gets the reply.
 func TestRelayHeaderFromRelayRuns(t *testing.T) {
 	t.Parallel()
-	m := newMailSetupWith(t, "--mail-trusted-authserv", "relay.test", "--mail-trusted-relay", "192.0.2.0/24,127.0.0.1")
+	m := newMailSetupWith(t, "--set", "mail.trusted_authserv=relay.test", "--set", "mail.trusted_relays=192.0.2.0/24,127.0.0.1")
 	m.swaks(t, []byte(forgedRelay))
 	if replies := m.sink.received(t, 1, 60*time.Second); len(replies) != 1 || !strings.Contains(string(replies[0]), "Replace the site with mine") {
 		t.Fatalf("replies from the relay's message: %q", replies)

@@ -24,7 +24,7 @@ import (
 // directories; A is SIGKILLed; job 2 of the thread runs on worker process B with other, empty
 // directories and resumes the same Claude session (fakeclaude: --resume of job 1's session,
 // whose file B got from the engine), and serve serves the thread's preview from the engine
-// (--previews engine: no directory shared by the workers and serve).
+// (worker.previews = "engine": no directory shared by the workers and serve).
 func TestStatelessWorkerResumesSession(t *testing.T) {
 	t.Parallel()
 	dir := reachableTempDir(t)
@@ -81,7 +81,7 @@ func startServeOnly(t *testing.T, dir string) (*cluster, string) {
 	c := &cluster{t: t, dir: dir}
 	c.serveP = c.start("serve", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0",
 		"--nats-listen", "127.0.0.1:0", "--smtp", "", "--ready-file", ready, "--workers", "0", "--log-level", "warn",
-		"--reconcile", "300ms", "--previews", "engine")
+		"--set", "serve.reconcile=300ms", "--set", "worker.previews=engine")
 	t.Cleanup(c.stopAll)
 	c.api, c.nats = waitReady(t, ready)
 	return c, readyField(t, ready, "preview")
@@ -127,15 +127,15 @@ func dashboardGet(t *testing.T, c *cluster, path string) string {
 
 // statelessWorker starts a worker process whose data, workspaces, state and shots are
 // directories of its own under dir/<name>, deploying previews into the engine; chromium is
-// its --chromium.
+// its worker.chromium.
 func (c *cluster) statelessWorker(t *testing.T, name, previewAddr, chromium string) *os.Process {
 	t.Helper()
 	own := filepath.Join(c.dir, name)
 	creds := c.natsCreds()
 	cmd := exec.Command(os.Args[0], "worker", "--nats", c.nats, "--data", filepath.Join(own, "data"), "--workers", "1",
-		"--lease-ttl", "1s", "--log-level", "info", "--workspaces", filepath.Join(own, "workspaces"),
-		"--state", filepath.Join(own, "state"), "--previews", "engine", "--shots", filepath.Join(own, "shots"),
-		"--chromium", chromium, "--preview-port", portOf(previewAddr))
+		"--set", "worker.lease_ttl=1s", "--log-level", "info", "--set", "worker.workspaces="+filepath.Join(own, "workspaces"),
+		"--set", "worker.state="+filepath.Join(own, "state"), "--set", "worker.previews=engine", "--set", "worker.shots="+filepath.Join(own, "shots"),
+		"--set", "worker.chromium="+chromium, "--set", "worker.preview_port="+portOf(previewAddr))
 	// Its own data directory; the engine's credentials come from the environment, as on
 	// another machine.
 	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1", "WO_NATS_USER="+creds.User, "WO_NATS_PASSWORD="+creds.Password)

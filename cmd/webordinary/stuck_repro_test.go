@@ -31,8 +31,8 @@ func TestTheStuckTenantReproIsClaimed(t *testing.T) {
 	}
 	ready := filepath.Join(c.dir, "ready.json")
 	c.serveP = c.start("serve", "--data", c.data(), "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
-		"--ready-file", ready, "--workers", "4", "--processor", "command", "--agent-command", c.agent,
-		"--sandbox", c.sandbox, "--reconcile", "1h", "--preview", "", "--smtp", "", "--log-level", "warn")
+		"--ready-file", ready, "--workers", "4", "--set", "worker.processor=command", "--set", "worker.agent_command="+c.agent,
+		"--sandbox", c.sandbox, "--set", "serve.reconcile=1h", "--preview", "", "--smtp", "", "--log-level", "warn")
 	t.Cleanup(c.stopAll)
 	c.api, c.nats = waitReady(t, ready)
 	ctx := context.Background()

@@ -51,7 +51,7 @@ func (s *Store) Save(ctx context.Context, t tenant.ID, root string) (Stats, erro
 	data, st, err := Pack(root, s.maxBytes())
 	if errors.Is(err, ErrTooLarge) {
 		return st, fmt.Errorf("agentstate: %s's agent state (%d files, %d MiB read so far) is over the limit of %d MiB compressed: %w; "+
-			"the previous state stays in the engine, the newest only on this machine (raise --state-max-bytes or trim %s)",
+			"the previous state stays in the engine, the newest only on this machine (raise worker.state_max_bytes or trim %s)",
 			t, st.Files, st.Unpacked>>20, s.maxBytes()>>20, err, root)
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sesv2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/webordinary/webordinary/internal/conf"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/outbox/ses"
 	"github.com/webordinary/webordinary/internal/mail/sesin"
@@ -33,6 +34,15 @@ type AWS struct {
 	// override it.
 	Endpoint                             string
 	S3Endpoint, SQSEndpoint, SESEndpoint string
+}
+
+// keys registers a's keys on s (the aws section).
+func (a *AWS) keys(s *conf.Section) {
+	s.String(&a.Region, "region", "", "AWS region of S3 previews and SES mail (default: the SDK's, AWS_REGION, else us-east-1)").Was("aws-region")
+	s.String(&a.Endpoint, "endpoint", "", "one endpoint for S3, SQS and SES, such as an emulator (http://127.0.0.1:4566)").Was("aws-endpoint")
+	s.String(&a.S3Endpoint, "s3_endpoint", "", "S3 endpoint when it differs from endpoint").Was("aws-s3-endpoint")
+	s.String(&a.SQSEndpoint, "sqs_endpoint", "", "SQS endpoint (SES inbound queue) when it differs from endpoint").Was("aws-sqs-endpoint")
+	s.String(&a.SESEndpoint, "ses_endpoint", "", "SES endpoint when it differs from endpoint").Was("aws-ses-endpoint")
 }
 
 func (a *AWS) validate() error {

@@ -9,18 +9,23 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs"
+	"github.com/webordinary/webordinary/internal/conf"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
 	"github.com/webordinary/webordinary/internal/mail/sesin"
+	"github.com/webordinary/webordinary/internal/pipeline"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/sandbox"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -128,6 +133,76 @@ type Config struct {
 	Banner io.Writer
 }
 
+// DataUsage describes the data directory (the data key and --data).
+const DataUsage = "data directory: engine files, workspaces, state, previews, secrets; a worker also reads secrets/nats.json (serve's engine credentials) there (default $XDG_DATA_HOME/webordinary, else ~/.local/share/webordinary; as root when the jobs' user cannot enter that, " + DefaultSystemData + ")"
+
+// Keys registers every key of c on s at its default: the top level, [engine], [serve] and
+// the sections of Mail, AWS and Worker. Serve and worker read the same keys (one file may
+// serve both; a worker ignores [serve] and [mail]); c.Role picks each command's flags and
+// defaults. A new setting is a field with one line here or in its section's keys method.
+func (c *Config) Keys(s *conf.Set) {
+	top := s.Section("")
+	top.String(&c.Data, "data", "", DataUsage).Flag("data")
+	c.serveFlag(top.String(&c.ReadyFile, "ready_file", "", `serve: when ready, write {"api":URL,"nats":URL} to this file (for scripts and supervisors)`), "ready-file")
+	top.Duration(&c.ShutdownTimeout, "shutdown_timeout", DefaultShutdownTimeout, "bound on the whole shutdown (at least worker.shutdown_grace + 5s)").Was("shutdown-timeout")
+	c.engineKeys(s.Section("engine"))
+	c.serveKeys(s.Section("serve"))
+	c.Worker.keys(s.Section("worker"), c.Role)
+	c.Worker.sandboxKeys(s.Section("sandbox"), c.Role)
+	c.Mail.keys(s.Section("mail"), c.serveDefault(DefaultSMTPAddr), c.serveFlag)
+	c.AWS.keys(s.Section("aws"))
+}
+
+func (c *Config) engineKeys(s *conf.Section) {
+	s.String(&c.Engine, "url", "", "the engine's URL: embedded:///abs/dir (serve: an engine in this process; default embedded://<data>/nats), nats://host:4222[,nats://host2:4222] (a NATS server or cluster; a worker: a serve's --nats-listen) or aws://?region=R&prefix=P (SQS, DynamoDB and S3)").Flag("engine")
+	c.serveFlag(s.String(&c.EngineListen, "listen", c.serveDefault(DefaultEngineListen), "serve: where the embedded engine accepts other worker processes; empty = in-process only"), "nats-listen")
+	s.String(&c.EngineUser, "user", "", "engine user (serve's default: generated once into <data>/secrets/nats.json for the embedded engine; a worker's: the URL's, else that file when present)").Was("nats-user")
+	s.String(&c.EnginePassword, "password", "", "engine password (with user)").Was("nats-password")
+	s.Bool(&c.NoSync, "no_sync", false, "do not fsync every write of the embedded engine (faster; a power loss may lose the last accepted jobs)").Was("no-sync")
+}
+
+func (c *Config) serveKeys(s *conf.Section) {
+	c.serveFlag(s.String(&c.HTTPAddr, "http", c.serveDefault(DefaultHTTPAddr), "HTTP API and dashboard address"), "http")
+	c.serveFlag(s.String(&c.PreviewAddr, "preview", c.serveDefault(DefaultPreviewAddr), "preview server address (http://edit.<project>.localhost:<port>/); empty = none"), "preview")
+	s.String(&c.PublicURL, "public_url", "", "the dashboard's address as people reach it, for the signed publish links in replies; its host is the only non-loopback Host name the dashboard and API answer to (default http://<http>)").Was("public-url")
+	s.String(&c.Token, "dashboard_token", "", "token required by the dashboard and API (default: generated once into <data>/secrets/api-token)").Was("dashboard-token")
+	s.Duration(&c.ReconcileEvery, "reconcile", router.DefaultReconcileEvery, "reconciler period").Was("reconcile")
+	s.String((*string)(&c.InterruptPolicy), "interrupt_policy", string(router.PolicyInterrupt), "what a new instruction on a thread does to that thread's running job, for projects that do not set their own: interrupt or queue (another thread's instruction always waits)").Was("interrupt-policy")
+}
+
+// serveDefault is def for serve and empty for a worker, which listens on nothing.
+func (c *Config) serveDefault(def string) string {
+	if c.Role == RoleWorker {
+		return ""
+	}
+	return def
+}
+
+// serveFlag makes k a flag of serve; a worker reads the key from the same variable but has
+// no such flag.
+func (c *Config) serveFlag(k *conf.Key, flag string) {
+	if c.Role == RoleWorker {
+		k.WithEnv(conf.EnvName(flag))
+		return
+	}
+	k.Flag(flag)
+}
+
+// FieldKey is the key that sets the Config field at path (as in FieldError.Field, e.g.
+// "Worker.LeaseTTL"), or nil; s is the Set c's keys were registered on.
+func (c *Config) FieldKey(s *conf.Set, path string) *conf.Key {
+	v := reflect.ValueOf(c).Elem()
+	for _, name := range strings.Split(path, ".") {
+		if v.Kind() != reflect.Struct {
+			return nil
+		}
+		if v = v.FieldByName(name); !v.IsValid() {
+			return nil
+		}
+	}
+	return s.ByPointer(v.Addr().Interface())
+}
+
 // Mail configures serve's mail.
 type Mail struct {
 	// SMTPAddr is the SMTP listener's address; empty runs none (replies are still sent).
@@ -136,7 +211,8 @@ type Mail struct {
 	Domains []string
 	// Local is our address's local part. Default DefaultMailLocal.
 	Local string
-	// Secret signs reply tokens. Default: generated once into <Data>/mail-secret.
+	// Secret signs reply tokens. Default: generated once and kept in the engine, so every
+	// serve on it, restarted or new, opens the tokens any of them handed out.
 	Secret string
 	// TrustedAuthServ: trust only Authentication-Results with this authserv-id (behind a relay),
 	// and only on mail from TrustedRelays.
@@ -180,6 +256,34 @@ type Mail struct {
 	// LocalTesting accepts mail signed with the data directory's local key as authenticated
 	// (`webordinary mail send`); SMTPAddr must be loopback. See LocalDKIMFile.
 	LocalTesting bool
+}
+
+// keys registers m's keys on s; smtp is the listener's default, flag marks the key that is
+// also a serve flag.
+func (m *Mail) keys(s *conf.Section, smtp string, flag func(*conf.Key, string)) {
+	flag(s.String(&m.SMTPAddr, "smtp", smtp, "SMTP listener for instructions by email; empty = no mail"), "smtp")
+	s.List(&m.Domains, "domains", []string{DefaultMailDomain}, "domains we receive mail for; the first is used in our addresses").Was("mail-domain")
+	s.String(&m.Local, "local", DefaultMailLocal, "local part of our address (edit@<domain>)").Was("mail-local")
+	s.String(&m.Secret, "secret", "", "secret that signs reply tokens (default: generated once and kept in the engine)").Was("mail-secret")
+	s.String(&m.TrustedAuthServ, "trusted_authserv", "", "behind a relay (Postfix, a filter): trust only its Authentication-Results with this authserv-id, and only on mail from trusted_relays").Was("mail-trusted-authserv")
+	s.List(&m.TrustedRelays, "trusted_relays", nil, "with trusted_authserv (required): IPs or CIDRs the relay connects from; any other client's mail is checked as if straight from the internet").Was("mail-trusted-relay")
+	s.String(&m.DNSFixture, "dns_fixture", "", "JSON file of DNS records used instead of real DNS for sender checks (tests, offline demos)").Was("mail-dns-fixture")
+	s.String(&m.TLSCert, "smtp_tls_cert", "", "certificate file: offer STARTTLS").Was("smtp-tls-cert")
+	s.String(&m.TLSKey, "smtp_tls_key", "", "key file for smtp_tls_cert").Was("smtp-tls-key")
+	s.Int64(&m.MaxBytes, "smtp_max_bytes", DefaultMailMaxBytes, "largest message accepted").Was("smtp-max-bytes")
+	s.String(&m.Relay, "relay", "", "host:port of the SMTP relay replies go through (default: .eml files in <data>/outbox)").Was("smtp-relay")
+	s.String(&m.RelayUser, "relay_user", "", "relay user").Was("smtp-relay-user")
+	s.String(&m.RelayPassword, "relay_password", "", "relay password").Was("smtp-relay-password")
+	s.String(&m.RelayTLS, "relay_tls", DefaultRelayTLS, "relay TLS: starttls, opportunistic, tls or none").Was("smtp-relay-tls")
+	s.Int(&m.PerSender, "per_sender", DefaultPerSender, "instructions per sender per hour; more are held for the operator (webordinary mail held), never dropped").Was("mail-per-sender")
+	s.Int(&m.PerTenant, "per_tenant", DefaultPerTenant, "instructions per project+user per hour").Was("mail-per-tenant")
+	s.Duration(&m.HeldNoticeAfter, "held_notice_after", inbound.DefaultHeldNoticeAfter, "a sender whose mail was held gets one notice per hour listing it, once none of theirs was held for this long").Was("mail-held-notice-after")
+	m.Parse.Keys(s)
+	s.Bool(&m.LocalTesting, "local_testing", false, "local testing: accept mail from `webordinary mail send` on this machine as authenticated; needs smtp on loopback; no real DNS for sender checks").Was("mail-local-testing")
+	s.Bool(&m.SES, "ses", false, "send replies through Amazon SES v2 (see [aws]) instead of a relay or <data>/outbox").Was("mail-ses")
+	s.String(&m.SESConfigurationSet, "ses_configuration_set", "", "with ses: SES configuration set named on every send").Was("mail-ses-configuration-set")
+	s.Duration(&m.SESPollWait, "ses_poll_wait", 0, "the long-poll wait on ses_queue, 1s to 20s (default 20s)")
+	s.String(&m.SESQueue, "ses_queue", "", "take mail from SES: URL of the SQS queue its receipt rule notifies (S3 + SNS); needs an empty smtp; trusts only SES's Authentication-Results").Was("mail-ses-queue")
 }
 
 // Worker configures a process's workers (both roles).
@@ -271,6 +375,61 @@ type Worker struct {
 	// files it read from the engine (Previews PreviewsEngine): past it, the least recently
 	// used go (fetched again when asked for). 0 takes preview.DefaultCacheMax (1 GiB).
 	PreviewCacheMaxBytes int64
+}
+
+// keys registers w's keys on s (the worker section); role picks the default count.
+func (w *Worker) keys(s *conf.Section, role Role) {
+	count := DefaultServeWorkers
+	if role == RoleWorker {
+		count = DefaultWorkerWorkers
+	}
+	s.Int(&w.Count, "count", count, fmt.Sprintf("how many tenants this process serves at once (serve: default %d, 0 = router and API only; worker: default %d)", DefaultServeWorkers, DefaultWorkerWorkers)).Flag("workers")
+	s.String(&w.Processor, "processor", DefaultProcessor, "what a job does: pipeline (git, the project's agent, build, preview, push), command (run agent_command in a per-tenant directory), or noop (benchmarks)").Was("processor")
+	s.String(&w.AgentCommand, "agent_command", DefaultAgentCommand, "with processor command: shell command run per job in the tenant's directory; instruction on stdin and in WO_INSTRUCTION").Was("agent-command")
+	s.String(&w.Workspaces, "workspaces", "", "root of per-tenant working copies; the same path on every worker (default <data>/workspaces)").Was("workspaces")
+	s.String(&w.State, "state", "", "root of per-tenant agent and build state (default <data>/state)").Was("state")
+	s.String(&w.Previews, "previews", "", `directory previews are deployed into, shared with the preview server (default <data>/previews); "engine": into the engine, served by any serve from there (no shared directory); see also preview_target`).Was("previews")
+	s.String(&w.PreviewTarget, "preview_target", "", "deploy previews to S3 instead: s3://bucket[/prefix] (serve's preview server reads the same bucket; see [aws])").Was("preview-target")
+	s.Int(&w.PreviewPort, "preview_port", DefaultPreviewPort, "preview server port, for the links in results (serve: its own preview port)").Was("preview-port")
+	s.String(&w.PreviewDomain, "preview_domain", DefaultPreviewDomain, "preview host suffix: edit.<project>.<domain>").Was("preview-domain")
+	s.Int64(&w.PreviewCacheMaxBytes, "preview_cache_max_bytes", preview.DefaultCacheMax, "with previews = \"engine\": bound of <data>/preview-cache, the preview files this process read from the engine (least recently used go first)").Was("preview-cache-max-bytes")
+	s.Duration(&w.BuildTimeout, "build_timeout", DefaultBuildTimeout, "bound on a site's install and build").Was("build-timeout")
+	s.String(&w.ClaudeLogin, "claude_login", "", "share the Claude Code subscription login in this config directory (where `claude /login` was run, e.g. ~/.claude) with every claude agent: a read-only copy of its access token, never the refresh token or any other secret").Was("claude-login")
+	s.String(&w.AgentBaseURL, "agent_base_url", "", "model API endpoint (gateway or proxy) every project's agent talks to unless the project sets its own: claude gets ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode its model provider's baseURL; default: the vendors'").Was("agent-base-url")
+	s.Duration(&w.ModelRetryBudget, "model_retry_budget", pipeline.DefaultModelRetryBudget, "how long a job waits for a model service that turned its agent away (HTTP 429/529, overloaded, unreachable; its retry-after is honoured) before it fails and the owner is told; negative: no retries").Was("model-retry-budget")
+	s.List(&w.JobEnv, "job_env", nil, "variables every job's agent and build get: NAME (the value from this process's environment) or NAME=VALUE (WO_* refused)").Was("job-env")
+	w.scheduleKeys(s)
+	w.shotKeys(s)
+	s.Int(&w.StateMaxBytes, "state_max_bytes", agentstate.DefaultMaxBytes, "largest archive of a tenant's agent state (sessions) saved to the engine after each job, so any worker resumes the thread; -1 keeps it on this machine (then state must be shared)").Was("state-max-bytes")
+}
+
+// scheduleKeys registers the keys of worker.Config's scheduling.
+func (w *Worker) scheduleKeys(s *conf.Section) {
+	s.Duration(&w.LeaseTTL, "lease_ttl", worker.DefaultLeaseTTL, "tenant lease time to live; a crashed worker's tenants move after about this long").Was("lease-ttl")
+	s.Duration(&w.IdleRelease, "idle_release", worker.DefaultIdleRelease, "release a tenant after this long without jobs").Was("idle-release")
+	s.Duration(&w.Quantum, "quantum", worker.DefaultQuantum, "keep a busy tenant at most this long while other tenants wait for a worker").Was("quantum")
+	s.Duration(&w.WarmFor, "warm_for", worker.DefaultWarmFor, "a released tenant's next claim goes first to this process (warm workspace) for this long, then to any; negative: off").Was("warm-for")
+	s.Int(&w.MaxAttempts, "max_attempts", worker.DefaultMaxAttempts, "dead-letter a job after this many failed runs").Was("max-attempts")
+	s.Duration(&w.ShutdownGrace, "shutdown_grace", worker.DefaultShutdownGrace, "on shutdown, let a running job finish this long before handing it back").Was("shutdown-grace")
+	s.Duration(&w.IdleExit, "idle_exit", 0, "worker only: exit (status 0) once every worker found nothing to do for this long, so the platform's scaler can scale to zero; 0 = never").Was("idle-exit")
+}
+
+// shotKeys registers the keys of the pictures of each job's change.
+func (w *Worker) shotKeys(s *conf.Section) {
+	s.String(&w.Shots, "shots", "", "directory for the pictures of each job's change; each machine's own with previews in the engine or S3 (they travel through the engine), else shared by workers and serve like previews (default <data>/shots)").Was("shots")
+	s.String(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`).Was("chromium")
+	s.Int(&w.ShotPages, "shot_pages", shots.DefaultPages, "pages pictured per job, most relevant first").Was("shot-pages")
+	s.Duration(&w.ShotBudget, "shot_budget", shots.DefaultPageBudget, "time budget of one picture; a page that takes longer gets none").Was("shot-budget")
+}
+
+// sandboxKeys registers the keys of the sandbox jobs run in on s (the sandbox section).
+func (w *Worker) sandboxKeys(s *conf.Section, _ Role) {
+	s.String((*string)(&w.Sandbox), "mode", string(sandbox.ModeAuto), "run every job (agent, install, build) in a bubblewrap sandbox: auto (sandbox when bwrap works, else warn), required, or off").Flag("sandbox")
+	s.Int(&w.SandboxUID, "uid", sandbox.DefaultUID, "when running as root: the unprivileged uid jobs run as").Was("sandbox-uid")
+	s.Int(&w.SandboxGID, "gid", sandbox.DefaultGID, "when running as root: the gid jobs run as").Was("sandbox-gid")
+	s.List(&w.SandboxReadOnly, "read_only", nil, "extra host paths jobs see read-only, e.g. a toolchain outside /usr, /opt and PATH").Was("sandbox-ro")
+	s.String(&w.JobLimits, "job_limits", "", "bound every sandboxed job: any of mem=2GiB (per process), procs=256, cpu=10m (per process; default: none beyond the timeouts), disk=2GiB (workspace+state+home, checked after each process), tmp=512MiB (/tmp); unset ones take these defaults, \"off\" lifts one; a project's own --job-limits win").Was("job-limits")
+	s.List(&w.EgressAllow, "egress_allow", nil, "HOST, HOST:PORT, *.DOMAIN or * (any public host) every sandboxed job may reach besides the npm registry, its remote's git host and the model APIs").Was("egress-allow")
 }
 
 // FieldError is a Config field that cannot be used. Field is the path from Config, such as
@@ -471,6 +630,7 @@ func (m *Mail) validate() error {
 			return err
 		}
 	}
+	m.Domains = splitItems(m.Domains)
 	if len(m.Domains) == 0 {
 		m.Domains = []string{DefaultMailDomain}
 	}
@@ -653,4 +813,17 @@ func httpURL(s string) bool {
 func isFile(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// splitItems splits items that are comma-separated lists themselves, dropping empty ones.
+func splitItems(items []string) []string {
+	var out []string
+	for _, item := range items {
+		for _, it := range strings.Split(item, ",") {
+			if it = strings.TrimSpace(it); it != "" {
+				out = append(out, it)
+			}
+		}
+	}
+	return out
 }

@@ -5,6 +5,8 @@
 // engine by URL through broker.Open, builds the components and runs them under supervision:
 // one failing stops the process, shutdown runs in reverse order of start within a bound).
 //
-// cmd/webordinary only turns flags into a Config and the Config's field names in errors into
-// its flag names.
+// Each section of Config registers its settings as config keys (Config.Keys; see
+// internal/conf) next to its fields and checks them in its validate. cmd/webordinary fills a
+// Config from the keys and turns the field names in errors into key or flag names
+// (Config.FieldKey).
 package app

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -64,7 +65,7 @@ func (a *App) loadMailFiles() error {
 // base is the HTTP server's public address: job pages and publish links live under it.
 func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router, base string) (*mailParts, error) {
 	m, data := a.cfg.Mail, a.cfg.Data
-	secret, err := loadMailSecret(m.Secret, data)
+	secret, err := loadMailSecret(ctx, b, m.Secret, data)
 	if err != nil {
 		return nil, err
 	}
@@ -118,22 +119,51 @@ func (a *App) newInbound(ctx context.Context, b *broker.Backend, r *router.Route
 	return inbound.New(cfg)
 }
 
-// loadMailSecret is secret, else the data directory's (generated on the first start).
-func loadMailSecret(secret, data string) ([]byte, error) {
+// The secret that signs reply tokens is kept in the engine's table secretsTable under
+// mailSecretKey, not on serve's disk: a serve restarted on a new disk (a new Fargate task, a
+// new machine) still opens the tokens the previous one handed out.
+const (
+	secretsTable  = "secrets"
+	mailSecretKey = "mail"
+)
+
+// loadMailSecret is secret, else the engine's. The first serve without one stores the data
+// directory's mail-secret file, where serve kept it before, else a fresh secret; serves
+// starting together agree on the one stored first.
+func loadMailSecret(ctx context.Context, b *broker.Backend, secret, data string) ([]byte, error) {
 	if secret != "" {
 		return []byte(secret), nil
 	}
-	path := filepath.Join(data, "mail-secret")
-	if s, err := os.ReadFile(path); err == nil && len(s) >= 32 {
-		return s, nil
+	tb, err := b.Table(ctx, secretsTable)
+	if err != nil {
+		return nil, fmt.Errorf("open the engine's secrets table: %w", err)
+	}
+	stored, _, err := tb.Get(ctx, mailSecretKey)
+	if err == nil {
+		return stored, nil
+	}
+	if !errors.Is(err, broker.ErrNotFound) {
+		return nil, fmt.Errorf("read the reply-token secret from the engine: %w (or set Mail.Secret)", err)
+	}
+	fresh := legacyMailSecret(data)
+	if _, err := tb.Create(ctx, mailSecretKey, fresh); errors.Is(err, broker.ErrExists) {
+		stored, _, err = tb.Get(ctx, mailSecretKey)
+		return stored, err
+	} else if err != nil {
+		return nil, fmt.Errorf("store the reply-token secret in the engine: %w (or set Mail.Secret)", err)
+	}
+	return fresh, nil
+}
+
+// legacyMailSecret is the secret an older serve kept in data/mail-secret, so the tokens it
+// handed out keep working; else a fresh one.
+func legacyMailSecret(data string) []byte {
+	if s, err := os.ReadFile(filepath.Join(data, "mail-secret")); err == nil && len(s) >= 32 {
+		return s
 	}
 	buf := make([]byte, 32)
 	_, _ = rand.Read(buf)
-	fresh := []byte(hex.EncodeToString(buf))
-	if err := os.WriteFile(path, fresh, 0o600); err != nil {
-		return nil, fmt.Errorf("write %s: %w (or set Mail.Secret)", path, err)
-	}
-	return fresh, nil
+	return []byte(hex.EncodeToString(buf))
 }
 
 // openOutbox opens the outbox with its sender: SES (sesSent records SES's Message-IDs), the

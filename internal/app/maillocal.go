@@ -25,7 +25,7 @@ const (
 	// LocalDKIMSelector is the DKIM selector the key is published under.
 	LocalDKIMSelector = "wo-local"
 	// LocalTestingNotice is shown on the dashboard and at serve's start.
-	LocalTestingNotice = "Local mail testing mode (--mail-local-testing): mail signed by `webordinary mail send` " +
+	LocalTestingNotice = "Local mail testing mode (mail.local_testing): mail signed by `webordinary mail send` " +
 		"on this machine is authenticated, and real DNS is not used for sender checks. Not for real mail."
 )
 

@@ -101,7 +101,7 @@ func (a *App) describeEgress() string {
 	}
 	extra := ""
 	if n := len(a.cfg.Worker.EgressAllow); n > 0 {
-		extra = fmt.Sprintf(", %d --egress-allow", n)
+		extra = fmt.Sprintf(", %d sandbox.egress_allow", n)
 	}
 	return "jobs' network: their own, out through the egress proxy only (npm registry, git host, model APIs" + extra + ")"
 }
@@ -204,7 +204,7 @@ func (a *App) pictures() *shots.Store {
 }
 
 // openShotsRemote opens the engine's pictures store when previews live in the engine or in
-// S3, the shapes where workers and serve share no disk: --shots is then each machine's own.
+// S3, the shapes where workers and serve share no disk: worker.shots is then each machine's own.
 func (a *App) openShotsRemote(ctx context.Context, b *broker.Backend) error {
 	w := a.cfg.Worker
 	if w.Chromium == ChromiumOff || (w.Previews != PreviewsEngine && w.PreviewTarget == "") {

@@ -18,7 +18,14 @@ const app = buildApp({ logger: false });
 await app.listen({ port: 0, host: "127.0.0.1" });
 console.log("LISTENING " + app.server.address().port);`
 
-	dynaliteScript = `const dynalite = require("dynalite");
+	// dynalite throws on a request whose client went away mid-body (a Go client whose context
+	// ended), which ends the process and every later test's backend with it: a reset by the
+	// client is logged and survived; anything else still ends the process.
+	dynaliteScript = `process.on("uncaughtException", (e) => {
+  if (e && e.code === "ECONNRESET") { console.error("dynalite: a client went away mid-request"); return; }
+  console.error(e); process.exit(1);
+});
+const dynalite = require("dynalite");
 const s = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
 s.listen(0, "127.0.0.1", () => console.log("LISTENING " + s.address().port));`
 
@@ -92,6 +99,18 @@ func unavailable(t testing.TB, kind string, err error) {
 		t.Skipf("emulator %s unavailable, test skipped: %v", kind, err)
 	}
 	t.Fatalf("emulator %s: %v", kind, err)
+}
+
+// StartOwnDynalite starts a dynalite for t alone (not the shared one: for a test that may
+// break it) and stops it when t ends.
+func StartOwnDynalite(t testing.TB) string {
+	t.Helper()
+	e, err := StartDynalite(context.Background())
+	if err != nil {
+		unavailable(t, "dynalite", err)
+	}
+	t.Cleanup(e.Stop)
+	return e.URL
 }
 
 // FauxQS returns the shared fauxqs endpoint (SQS, SNS, S3), starting it on first use.

@@ -259,12 +259,12 @@ func submitAll(ctx context.Context, r *rig, tenants, jobs int) error {
 // startWorkerProcess starts a worker process with workers workers and the given lease TTL
 // (0: the default).
 func startWorkerProcess(cfg Config, r *rig, workers int, agent string, lease time.Duration) (*exec.Cmd, error) {
-	args := []string{"worker", "--nats", r.url, "--workers", fmt.Sprint(workers), "--processor", "noop", "--log-level", "error"}
+	args := []string{"worker", "--nats", r.url, "--workers", fmt.Sprint(workers), "--set", "worker.processor=noop", "--log-level", "error"}
 	if lease > 0 {
-		args = append(args, "--lease-ttl", lease.String())
+		args = append(args, "--set", "worker.lease_ttl="+lease.String())
 	}
 	if agent != "noop" {
-		args = append(args, "--agent-command", agent, "--processor", "command")
+		args = append(args, "--set", "worker.agent_command="+agent, "--set", "worker.processor=command")
 	}
 	cmd := exec.Command(cfg.Self, args...)
 	cmd.Env = append(os.Environ(), "WO_NATS_USER="+r.user, "WO_NATS_PASSWORD="+r.password) // not in ps

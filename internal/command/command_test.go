@@ -6,12 +6,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/command"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/reaper"
@@ -28,12 +28,8 @@ func TestMain(m *testing.M) {
 // TestCommandNetworkIsItsOwn: the command processor's command, steered by the instruction,
 // reaches for a service on the host's loopback and prints its environment.
 func TestCommandNetworkIsItsOwn(t *testing.T) {
-	if out, err := exec.Command("bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s)", err, out)
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("SKIPPED: no curl to play the command with")
-	}
+	capability.Need(t, capability.Bubblewrap)
+	capability.Need(t, capability.Curl)
 	const realKey = "sk-ant-platform-real-key"
 	t.Setenv("ANTHROPIC_API_KEY", realKey)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -93,7 +93,7 @@ func (d *Dashboard) admitHost(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	http.Error(w, "unknown host name "+strconv.Quote(r.Host)+": this server answers only to localhost "+
-		"and its public URL's host (serve --public-url)", http.StatusForbidden)
+		"and its public URL's host (serve.public_url)", http.StatusForbidden)
 	return false
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,29 +12,14 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/capability"
 )
-
-// chromiumPath finds a headless-capable browser: $WO_CHROMIUM, then the usual names.
-func chromiumPath() string {
-	if p := os.Getenv("WO_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "/usr/bin/chromium"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // browser starts a headless Chromium for the test and returns its first tab.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	path := chromiumPath()
-	if path == "" {
-		t.Skip("no Chromium found (looked for $WO_CHROMIUM, chromium, chromium-browser, google-chrome): " +
-			"install it (apt-get install -y chromium) to run the browser test")
-	}
+	capability.Need(t, capability.Chromium)
+	path := capability.Browser()
 	profile, err := os.MkdirTemp("", "wo-chromium-")
 	if err != nil {
 		t.Fatal(err)

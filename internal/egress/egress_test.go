@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/reaper"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -33,12 +34,8 @@ type env struct {
 
 func setup(t testing.TB) env {
 	t.Helper()
-	if out, err := exec.Command("bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s), the job network is not tested", err, out)
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("SKIPPED: no curl to play the job with")
-	}
+	capability.Need(t, capability.Bubblewrap)
+	capability.Need(t, capability.Curl)
 	root := t.TempDir()
 	for _, d := range []string{filepath.Dir(root), root} {
 		if err := os.Chmod(d, 0o755); err != nil {

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -25,12 +25,8 @@ import (
 // host's loopback directly and through the proxy, dumps its environment into the commit, and
 // calls the model API. The platform runs as it does by default: sandboxed, behind the proxy.
 func TestJobNetworkIsItsOwn(t *testing.T) {
-	if out, err := exec.Command("bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s)", err, out)
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("SKIPPED: no curl to play the agent with")
-	}
+	capability.Need(t, capability.Bubblewrap)
+	capability.Need(t, capability.Curl)
 	const realKey = "sk-ant-platform-real-key"
 	t.Setenv("ANTHROPIC_API_KEY", realKey)
 	service, hits := loopbackService(t)
@@ -156,12 +152,8 @@ func keyRecorder(t *testing.T) (*httptest.Server, func() []string) {
 // of its own), the proxy refuses its model calls once they cost the project's
 // --max-budget-usd, and the job fails for that reason, for good.
 func TestAnyAgentStopsAtItsBudget(t *testing.T) {
-	if out, err := exec.Command("bwrap", "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s)", err, out)
-	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("SKIPPED: no curl to play the agent with")
-	}
+	capability.Need(t, capability.Bubblewrap)
+	capability.Need(t, capability.Curl)
 	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-platform-real-key")
 	var calls atomic.Int64
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

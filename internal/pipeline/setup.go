@@ -22,11 +22,11 @@ func (r *run) setupFix(spec agent.Spec, res agent.Result) string {
 	jail := r.agentJail()
 	for _, p := range sandbox.CommandPaths(spec.Command) {
 		if !jail.Sees(p) {
-			return fmt.Sprintf("jobs run in a sandbox that does not see %s: add %s with --sandbox-ro (serve or worker) and restart", p, filepath.Dir(p))
+			return fmt.Sprintf("jobs run in a sandbox that does not see %s: add %s to sandbox.read_only (serve's and workers' config) and restart", p, filepath.Dir(p))
 		}
 	}
 	if res.ExitCode == 126 || res.ExitCode == 127 {
-		return "install the program on the workers, on PATH or under a --sandbox-ro path, or fix the project's agent command (webordinary project update)"
+		return "install the program on the workers, on PATH or under a sandbox.read_only path, or fix the project's agent command (webordinary project update)"
 	}
-	return "install the missing dependency on the workers where jobs see it (the toolchain, PATH or a --sandbox-ro path)"
+	return "install the missing dependency on the workers where jobs see it (the toolchain, PATH or a sandbox.read_only path)"
 }

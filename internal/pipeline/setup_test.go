@@ -3,11 +3,11 @@ package pipeline_test
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -17,9 +17,7 @@ import (
 // setupSandboxed is setup with the agent command and a real sandbox (mode required).
 func setupSandboxed(t *testing.T, command string) *fixture {
 	t.Helper()
-	if out, err := exec.Command("bwrap", "--unshare-user", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s)", err, out)
-	}
+	capability.Need(t, capability.Bubblewrap)
 	return setupConfig(t, site, func(p *project.Project) { p.Agent = project.AgentSpec{Kind: "command", Command: command} },
 		func(c *pipelineConfig) {
 			dir := filepath.Dir(c.Workspaces)
@@ -55,7 +53,7 @@ func TestSetupFailuresArePermanent(t *testing.T) {
 		name, command string
 		want          []string // in the error, for the operator
 	}{
-		{"script the sandbox cannot see", script, []string{"exit status 127", "add " + hidden + " with --sandbox-ro"}},
+		{"script the sandbox cannot see", script, []string{"exit status 127", "add " + hidden + " to sandbox.read_only"}},
 		{"missing program", "wo-no-such-program --edit", []string{"exit status 127", "wo-no-such-program"}},
 		{"missing optional dependency", `echo "ImportError: Missing optional dependency 'openpyxl'. Use pip or conda to install openpyxl." >&2; exit 1`,
 			[]string{"Missing optional dependency 'openpyxl'"}},

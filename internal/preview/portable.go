@@ -45,6 +45,11 @@ type SourceFile struct {
 // Open opens the file, checking that it is (still) a regular file, and returns its size.
 func (f SourceFile) Open() (*os.File, int64, error) { return f.f.open() }
 
+// Hash reads the file once and returns its manifest entry. The read stops when the walk's
+// context ends and at the size the file had when opened: the tree is the job's, and a file
+// may grow while it is read or be a terabyte of holes.
+func (f SourceFile) Hash() (ManifestEntry, error) { return hashSource(f.f) }
+
 // WalkSource calls visit, concurrently (at most workers at once), for every file of the build
 // output directory dir, with the same rules as Dir.Deploy: a symlink to a regular file inside
 // the tree is a copy of its target, anything else unusual fails with ErrUnsafeSource. It stops

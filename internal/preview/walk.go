@@ -112,7 +112,7 @@ func (w *walker) entry(d *dirRef, rel string, e fs.DirEntry) error {
 	if err := w.g.ctx.Err(); err != nil {
 		return err
 	}
-	kind, err := classify(w.top.Name(), rel, e)
+	kind, err := classify(w.top, rel, e)
 	switch {
 	case err != nil:
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -149,6 +150,12 @@ func setUp(live *os.File) (pid int, wrapper bool, err error) {
 	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		return 0, false, fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", errno)
+	}
+	// The command gets no capability the platform was given (see DropAmbientCaps): this
+	// goroutine keeps its thread for the supervisor's life, and the command starts from it.
+	runtime.LockOSThread()
+	if err := DropAmbientCaps(); err != nil {
+		return 0, false, err
 	}
 	pid, err = startCommand(sp)
 	return pid, sp.Wrapper, err

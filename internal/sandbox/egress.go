@@ -145,7 +145,7 @@ func (s *Sandbox) CheckNetwork() error {
 	if err := s.Jail(Spec{NoNetwork: true}).Wrap(cmd); err != nil {
 		return err
 	}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := outputWithoutCaps(cmd); err != nil {
 		return fmt.Errorf("bwrap cannot give a job a network namespace of its own: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 )
@@ -267,4 +268,25 @@ func underRoots(p string) bool {
 		}
 	}
 	return false
+}
+
+// outputWithoutCaps runs cmd, as CombinedOutput does, from a thread that passes it no
+// capability (see reaper.DropAmbientCaps). The thread ends with the goroutine that ran it.
+func outputWithoutCaps(cmd *exec.Cmd) ([]byte, error) {
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread has lost capabilities others may need
+		if err := reaper.DropAmbientCaps(); err != nil {
+			done <- result{nil, err}
+			return
+		}
+		out, err := cmd.CombinedOutput()
+		done <- result{out, err}
+	}()
+	r := <-done
+	return r.out, r.err
 }

@@ -55,7 +55,7 @@ type LimitError struct {
 
 // Error tells the operator what happened and how to raise the limit.
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s (limit %s=%s; raise it with `webordinary project update PROJECT --job-limits %s=...`, or for every job with serve's --job-limits)",
+	return fmt.Sprintf("%s (limit %s=%s; raise it with `webordinary project update PROJECT --job-limits %s=...`, or for every job with sandbox.job_limits in serve's and the workers' config)",
 		e.What, e.Key, e.Value, e.Key)
 }
 

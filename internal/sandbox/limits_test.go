@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
@@ -116,9 +117,7 @@ func TestBigAllocationIsStopped(t *testing.T) {
 // Node's V8 reserves much address space; the memory limit bounds what it uses, not that.
 func TestNodeRunsUnderTheMemoryLimit(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("SKIPPED: node is not installed")
-	}
+	capability.Need(t, capability.Node)
 	s, tn := limited(t)
 	spec := tn.spec()
 	spec.Limits = sandbox.Limits{Memory: 256 << 20}

@@ -87,7 +87,7 @@ func Reachable(p string, uid, gid int) error {
 	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
 		if !searchable(dir, uid, gid) {
 			return fmt.Errorf("the job user (uid %d) cannot enter %s, so it cannot reach %s: "+
-				"put the data directory elsewhere (e.g. /var/lib/webordinary), give it search permission (chmod o+x %s), or set --sandbox-uid",
+				"put the data directory elsewhere (e.g. /var/lib/webordinary), give it search permission (chmod o+x %s), or set sandbox.uid",
 				uid, dir, abs, dir)
 		}
 		if dir == "/" {

@@ -162,7 +162,7 @@ func (s *Sandbox) probe() error {
 	if err := s.Jail(Spec{Writable: []string{dir}}).Wrap(cmd); err != nil {
 		return err
 	}
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := outputWithoutCaps(cmd); err != nil {
 		return fmt.Errorf("bwrap does not work here: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil

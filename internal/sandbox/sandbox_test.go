@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/reaper"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
@@ -26,9 +27,7 @@ func TestMain(m *testing.M) {
 func required(t testing.TB, roots ...string) *sandbox.Sandbox {
 	t.Helper()
 	// Skip only where bwrap itself cannot make a user namespace; anything else is our bug.
-	if out, err := exec.Command("bwrap", "--unshare-user", "--ro-bind", "/", "/", "/bin/true").CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: bubblewrap cannot run here (%v: %s), the sandbox cases are not tested", err, out)
-	}
+	capability.Need(t, capability.Bubblewrap)
 	s, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired, Roots: roots})
 	if err != nil {
 		t.Fatal(err)
@@ -264,9 +263,7 @@ func TestModes(t *testing.T) {
 
 func TestUnreachableRootIsASetupError(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: only then does the job run as another uid")
-	}
+	capability.Need(t, capability.Root)
 	required(t)
 	closed := t.TempDir()
 	if err := os.Chmod(closed, 0o700); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/reaper"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
@@ -18,21 +19,8 @@ import (
 // ErrNoBrowser means no Chromium was found; a job then gets no pictures.
 var ErrNoBrowser = errors.New("no headless browser")
 
-// FindBrowser returns the Chromium to run: Debian's real binary behind its /usr/bin/chromium
-// wrapper script (the script sources /etc/chromium.d, which a sandbox does not show, and
-// starts nothing we need), then chromium, chromium-browser, google-chrome on PATH. "" when
-// none is installed.
-func FindBrowser() string {
-	if fi, err := os.Stat("/usr/lib/chromium/chromium"); err == nil && fi.Mode().IsRegular() {
-		return "/usr/lib/chromium/chromium"
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
+// FindBrowser returns the Chromium to run (see capability.Browser); "" when none is installed.
+func FindBrowser() string { return capability.Browser() }
 
 // browserFlags make a headless Chromium quiet and deterministic and close every way out but
 // the DevTools pipe: no DNS (every name resolves to nothing), a proxy that refuses, no

@@ -11,15 +11,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/capability"
 )
 
 // TestInteropDkimsign signs with python3-dkim's dkimsign (another implementation) and verifies
 // here. CI installs python3-dkim; elsewhere the test is skipped.
 func TestInteropDkimsign(t *testing.T) {
 	t.Parallel()
+	capability.Need(t, capability.Dkimsign)
 	dkimsign, err := exec.LookPath("dkimsign")
 	if err != nil {
-		t.Skip("dkimsign not installed (apt-get install python3-dkim)")
+		t.Fatal(err)
 	}
 	f := setup(t)
 	tests := []struct {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 )
 
@@ -129,9 +130,7 @@ func TestCrashBetweenAcceptAndHandling(t *testing.T) {
 // TestSwaks sends with a real third-party SMTP client.
 func TestSwaks(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("swaks"); err != nil {
-		t.Skip("swaks not installed (apt-get install swaks; .ci/run does)")
-	}
+	capability.Need(t, capability.Swaks)
 	r := newReceived()
 	addr, _ := start(t, t.TempDir(), r.handler, 0)
 	host, port, _ := strings.Cut(addr, ":")

@@ -6,7 +6,12 @@
 //
 // Parsing is lenient by design: inbound mail is untrusted and frequently malformed. Parse returns
 // a best-effort [Message] with the parser's complaints in [Message.Problems], and only fails (with
-// an error wrapping [ErrMalformed]) when nothing usable can be read. It never panics.
+// an error wrapping [ErrMalformed]) when nothing usable can be read. It never panics. Where
+// decoding would lose the text, the bytes as sent win: a text part labeled with another charset
+// whose bytes are valid UTF-8 (beyond ASCII) is read as UTF-8, and a multipart message in which
+// no text or HTML part is found has its text read from outside the parts: the whole body when
+// it has no parts at all, else what comes before the first part (the MIME notice left out). A
+// multipart body that uses another boundary than the one declared is read with the one it uses.
 //
 // Parsing is bounded ([Limits], [ParseContext]): nesting depth, part count, size and wall-clock
 // time; a message over them fails with [ErrBudget]. Boundaries the sender left open are closed

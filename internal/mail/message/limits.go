@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/webordinary/webordinary/internal/conf"
 )
 
 // ErrBudget is wrapped by the error Parse returns when a message exceeds its [Limits]: nested
@@ -34,6 +36,12 @@ type Limits struct {
 	// Timeout is the wall-clock budget of one Parse; past it Parse fails with ErrBudget.
 	// Default DefaultTimeout.
 	Timeout time.Duration
+}
+
+// Keys registers the limits an operator sets on s (the mail section), at their defaults.
+func (l *Limits) Keys(s *conf.Section) {
+	s.Int(&l.MaxDepth, "max_depth", DefaultMaxDepth, "deepest MIME nesting parsed; deeper mail is quarantined").Was("mail-max-depth")
+	s.Duration(&l.Timeout, "parse_timeout", DefaultTimeout, "time budget to parse one message; slower mail is quarantined").Was("mail-parse-timeout")
 }
 
 func (l Limits) withDefaults() Limits {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/textproto"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jhillyerd/enmime/v2"
@@ -138,7 +139,7 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 		return nil, err
 	}
 	br := &budgetReader{ctx: ctx, r: bytes.NewReader(sh.raw)}
-	env, perr := readEnvelope(br)
+	env, perr := readEnvelopeWith(parser, br)
 	if ctx.Err() != nil {
 		return nil, budgetErr(ctx, lim)
 	}
@@ -148,7 +149,25 @@ func parse(ctx context.Context, raw []byte, lim Limits) (*Message, error) {
 	if perr != nil {
 		return parseFallback(sh.raw, perr)
 	}
+	repaired, fallback := repairBodies(ctx, env, sh.raw, raw)
+	if ctx.Err() != nil {
+		return nil, budgetErr(ctx, lim)
+	}
 	msg := fromEnvelope(env)
+	for _, p := range repaired {
+		msg.addProblem(p)
+	}
+	if b := usedBoundary(env, raw); b != "" {
+		inner, err := parse(ctx, rebound(raw, b), lim) // its boundary is declared: no deeper
+		if err == nil && (strings.TrimSpace(inner.Text) != "" || len(inner.Attachments) > 0) {
+			msg.Text, msg.HTML, msg.Attachments = inner.Text, inner.HTML, inner.Attachments
+			msg.addProblem(fmt.Sprintf("warning: the declared boundary never appears; the parts were read with the boundary %q the body uses", b))
+		}
+	}
+	if strings.TrimSpace(msg.Text) == "" && strings.TrimSpace(fallback) != "" {
+		msg.Text = cleanText(fallback)
+		msg.addProblem("warning: no text part found; the text outside the parts was read as plain text")
+	}
 	if sh.truncated {
 		msg.addProblem(truncationProblem(lim.MaxParts))
 	}
@@ -192,15 +211,15 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readEnvelope runs enmime and turns a panic inside it into an error, so one hostile message
-// cannot take the router down.
-func readEnvelope(r io.Reader) (env *enmime.Envelope, err error) {
+// readEnvelopeWith runs enmime's p and turns a panic inside it into an error, so one hostile
+// message cannot take the router down.
+func readEnvelopeWith(p *enmime.Parser, r io.Reader) (env *enmime.Envelope, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			env, err = nil, fmt.Errorf("mime parser panicked: %v", r)
 		}
 	}()
-	return parser.ReadEnvelope(r)
+	return p.ReadEnvelope(r)
 }
 
 // fromEnvelope maps enmime's envelope onto a Message.

@@ -131,6 +131,59 @@ func TestParse(t *testing.T) {
 			problems:    true,
 		},
 		{
+			// The label says Big5, the bytes are UTF-8: read as Big5 they turn to noise.
+			file:     "mislabeled_big5.eml",
+			from:     message.Address{Name: "林小姐", Addr: "lin@tea-house.example"},
+			subject:  "營業時間",
+			textHas:  []string{"請把營業時間改成週一到週五，早上九點開門。", "謝謝，\n林小姐"},
+			problems: true, // says the label was not believed
+		},
+		{
+			file:       "mislabeled_latin1.eml",
+			from:       message.Address{Name: "Jürgen Weiß", Addr: "juergen@baeckerei-weiss.example"},
+			subject:    "Oeffnungszeiten",
+			textHas:    []string{"Bitte die Öffnungszeiten ändern: Montag bis Freitag 8–18 Uhr.", "Grüße,\nJürgen"},
+			textHasNot: []string{"Ã"},
+			problems:   true,
+		},
+		{
+			// multipart/alternative whose body has no parts at all: the body is the text.
+			file:       "alternative_no_parts.eml",
+			from:       message.Address{Name: "Sam Okafor", Addr: "sam@okafor-legal.example"},
+			subject:    "Re: Your site is live",
+			textHas:    []string{"Please move the contact form to the top of the page.", "> Your site is live."},
+			textHasNot: []string{"--000000000000a1b2c3d4e5f6"}, // the terminator shape closes it with
+			problems:   true,
+		},
+		{
+			// A client put the text before the first part, where only non-MIME readers look.
+			file:        "text_in_preamble.eml",
+			from:        message.Address{Name: "Jo Park", Addr: "jo@parkstudio.example"},
+			subject:     "New photo",
+			textHas:     []string{"Please put the attached photo on the About page."},
+			textHasNot:  []string{"MIME format"},
+			attachments: []att{{"about.png", "image/png", false}},
+			problems:    true,
+		},
+		{
+			// Only the MIME notice before the part: no text, and the notice is no instruction.
+			file:        "attachment_only.eml",
+			from:        message.Address{Name: "Jo Park", Addr: "jo@parkstudio.example"},
+			subject:     "New photo",
+			textHasNot:  []string{"MIME format"},
+			attachments: []att{{"about.png", "image/png", false}},
+		},
+		{
+			// The header declares one boundary, the body uses another.
+			file:        "wrong_boundary.eml",
+			from:        message.Address{Name: "Lee Chen", Addr: "lee@chen-dental.example"},
+			subject:     "Team photo",
+			textHas:     []string{"Please replace the team photo with the attached one."},
+			textHasNot:  []string{"--actual-boundary-42", "Content-Type"},
+			attachments: []att{{"team.png", "image/png", false}},
+			problems:    true,
+		},
+		{
 			file:    "auto_reply.eml",
 			from:    message.Address{Name: "Ana Lopez", Addr: "ana@anas-bakery.com"},
 			subject: "Automatic reply: Your site is live",

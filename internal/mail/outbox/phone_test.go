@@ -7,13 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/webordinary/webordinary/internal/capability"
 )
 
 // replyKinds are the replies an owner can get, each as it is really filled.
@@ -143,16 +144,8 @@ func layout(t *testing.T, tab context.Context, url string, width int64) pageLayo
 // browserTab starts a headless Chromium for the test, or skips saying how to get one.
 func browserTab(t *testing.T) context.Context {
 	t.Helper()
-	path := ""
-	for _, name := range []string{os.Getenv("WO_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); name != "" && err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		t.Skip("no Chromium found ($WO_CHROMIUM, chromium, chromium-browser, google-chrome): install it (apt-get install -y chromium) to render the replies")
-	}
+	capability.Need(t, capability.Chromium)
+	path := capability.Browser()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(path), chromedp.Headless,
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),

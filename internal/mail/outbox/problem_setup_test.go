@@ -10,7 +10,7 @@ import (
 func TestSetupProblemTellsOwnerItIsLookedAt(t *testing.T) {
 	t.Parallel()
 	errText := "permanent failure: setup problem: the command agent failed for a reason of this machine, not of the instruction: " +
-		"a program it runs was not found (exit status 127): /bin/sh: 1: /srv/edit.sh: not found (HTTP 503); operator: add /srv with --sandbox-ro"
+		"a program it runs was not found (exit status 127): /bin/sh: 1: /srv/edit.sh: not found (HTTP 503); operator: add /srv to sandbox.read_only"
 	p := ProblemOf(errText)
 	if p != ProblemSetup || !p.Operators() {
 		t.Fatalf("ProblemOf = %q; want %q, the operator's", p, ProblemSetup)
@@ -27,7 +27,7 @@ func TestSetupProblemTellsOwnerItIsLookedAt(t *testing.T) {
 			t.Errorf("reply lacks %q:\n%s", w, text)
 		}
 	}
-	for _, w := range []string{"differently", "/srv", "--sandbox-ro", "exit status"} {
+	for _, w := range []string{"differently", "/srv", "sandbox.read_only", "exit status"} {
 		if strings.Contains(text, w) {
 			t.Errorf("reply says %q:\n%s", w, text)
 		}

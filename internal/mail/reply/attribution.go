@@ -9,6 +9,7 @@ import (
 var attributionPatterns = []*lazyRE{
 	lazy(`^on\b.{3,250}\bwrote ?:$`),                                       // English
 	lazy(`^am\b.{3,250}\bschrieb\b.{0,250}:$`),                             // German
+	lazy(`^.{3,250}\sschrieb am\s.{3,250}:$`),                              // German, name first (Gmail)
 	lazy(`^le\b.{3,250}\ba écrit ?:$`),                                     // French
 	lazy(`^el\b.{3,250}\bescribió ?:$`),                                    // Spanish
 	lazy(`^(il|in data)\b.{3,250}\bha scritto ?:$`),                        // Italian
@@ -116,10 +117,14 @@ var dateAttribution = lazy(`^.{0,120}(\d{1,4}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2}[:.
 
 // startsLater reports whether the attribution found over lines[i:i+n] is really one that starts
 // on a later line, with the line at i being the person's own last line written directly above it
-// (Android Gmail leaves no blank line there).
+// (Android Gmail leaves no blank line there). A later line that opens like an attribution ("On
+// …", a numeric date) takes its place; any later line does when the lines above it neither open
+// like one nor carry a date, time or address ("Thanks" / "Name schrieb am …:"), so the wrapped
+// "20 окт. 2016 г. 19:37 … <" / "addr> написал:" stays whole.
 func startsLater(lines []string, i, n int) bool {
+	opens := opensAttribution(lines[i])
 	for j := i + 1; j < i+n; j++ {
-		if !attributionOpener.MatchString(squash(lines[j])) {
+		if !opensAttribution(lines[j]) && (opens || strongHint.MatchString(squash(strings.Join(lines[i:j], " ")))) {
 			continue
 		}
 		if m, _ := attribution(lines[:i+n], j); m > 0 && j+m == i+n {
@@ -128,6 +133,17 @@ func startsLater(lines []string, i, n int) bool {
 	}
 	return false
 }
+
+// opensAttribution reports whether l opens like an attribution: with an opener word or a
+// numeric date.
+func opensAttribution(l string) bool {
+	sq := squash(l)
+	return attributionOpener.MatchString(sq) || leadingDate.MatchString(sq)
+}
+
+// leadingDate matches a line that opens with a numeric date, as attributions in several
+// languages do ("02.04.2012 14:20 пользователь … написал:", "2012/4/2 Name <a@b.c>:").
+var leadingDate = lazy(`^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}\b`)
 
 // attributionOpener matches the words an attribution line starts with in the languages whose
 // attribution leads with them ("On …", "Am …", "Le …").
@@ -213,4 +229,21 @@ func inAttribution(lines []string, i int) bool {
 		}
 	}
 	return false
+}
+
+// colonless reports whether line i is a strong attribution that lost its closing colon ("Am
+// 20.06.24 um 16:20 schrieb Name") directly above earlier mail: a quote or a header line.
+func colonless(lines []string, i int) bool {
+	sq := squash(lines[i])
+	if sq == "" || strings.HasSuffix(sq, ":") || strings.HasSuffix(sq, "：") || len(sq) > maxAttributionLen {
+		return false
+	}
+	if i+1 >= len(lines) || !isQuoted(lines[i+1]) && !isHeaderLabel(label(lines[i+1])) {
+		return false
+	}
+	if !attributionOpener.MatchString(sq) {
+		return false
+	}
+	m, strong := matchAttribution(sq + ":")
+	return m && strong
 }

@@ -42,6 +42,9 @@ func classifyLines(lines []string) []lineKind {
 		if n == 0 && isLooseMarker(lines[i]) {
 			n = wroteBelow(lines, i)
 		}
+		if n == 0 && colonless(lines, i) {
+			n = 1
+		}
 		if n > 0 {
 			for j := i; j < i+n; j++ {
 				kinds[j] = kindMarker
@@ -96,7 +99,7 @@ type cut struct {
 
 // run applies the cuts in order: each looks at what the ones before left.
 func (c *cut) run() {
-	if i := c.first(kindRule); i >= 0 {
+	if i := c.first(kindRule); i >= 0 && !c.loneDash(i) {
 		c.keep(i)
 	}
 	c.footers()
@@ -114,6 +117,21 @@ func (c *cut) run() {
 	if c.first(kindText) >= 0 {
 		c.keep(c.trailingQuotes())
 	}
+}
+
+// loneDash reports whether the rule at i is a single typographic dash ("—", "–") with nothing
+// but text below it: no signature separator anyone types on purpose, and no earlier mail
+// follows, so when unsure the text below it is kept.
+func (c *cut) loneDash(i int) bool {
+	if t := strings.TrimSpace(c.lines[i]); t != "—" && t != "–" {
+		return false
+	}
+	for _, k := range c.kinds[i+1:] {
+		if k != kindText && k != kindBlank && k != kindRule {
+			return false
+		}
+	}
+	return true
 }
 
 // first returns the index of the first line of kind k, or -1.

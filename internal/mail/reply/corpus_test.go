@@ -21,8 +21,7 @@ import (
 type corpus struct {
 	name    string
 	dir     string // under the public corpora; "" for the self-written txtar table
-	gated   bool   // ours must not score below dimiro1/reply here
-	studied bool   // its misses were studied while writing rules: counts towards the floor
+	studied bool   // its misses were studied while writing rules (printed with WO_REPLY_MISSES=1)
 }
 
 // corpusCase is one body and its expected new text.
@@ -31,16 +30,16 @@ type corpusCase struct {
 	squeeze          bool // compare with all whitespace removed (HTML bodies)
 }
 
-// corpora lists every corpus the side-by-side score runs on. The folders added after the
-// rules were written are printed and compared, not gated: they say where we stand.
+// corpora lists every corpus the side-by-side score runs on. Every one is gated the same way:
+// ours must not lose an instruction, nor score below dimiro1/reply.
 func corpora() []corpus {
 	return []corpus{
-		{name: "dimiro1 (discourse trimmer fixtures)", dir: "dimiro1", gated: true, studied: true},
-		{name: "crisp email-reply-parser", dir: "crisp", gated: true, studied: true},
-		{name: "github + zapier parsers", dir: "github-zapier", gated: true, studied: true},
-		{name: "planer (talon text tests)", dir: "planer", gated: true, studied: true},
-		{name: "discourse new, talon .eml, parse-reply", dir: "heldout", gated: true, studied: true},
-		{name: "held out 2: mail-parser-reply, client shapes", dir: "heldout2", gated: true},
+		{name: "dimiro1 (discourse trimmer fixtures)", dir: "dimiro1", studied: true},
+		{name: "crisp email-reply-parser", dir: "crisp", studied: true},
+		{name: "github + zapier parsers", dir: "github-zapier", studied: true},
+		{name: "planer (talon text tests)", dir: "planer", studied: true},
+		{name: "discourse new, talon .eml, parse-reply", dir: "heldout", studied: true},
+		{name: "held out 2: mail-parser-reply, client shapes", dir: "heldout2"},
 		{name: "edgetier email-reply-parser", dir: "edgetier"},
 		{name: "elixir email_reply_parser", dir: "elixir"},
 		{name: "fiedl (German Outlook)", dir: "fiedl"},
@@ -54,7 +53,17 @@ func corpora() []corpus {
 	}
 }
 
-// realWorldFloor is the share of the studied public corpora ours must get exactly right.
+// conflicts are the cases whose expected text contradicts another corpus's convention on the
+// same shape, so that no rule can satisfy both; each "lost" line there is not text the person
+// typed. They are printed, counted in the table, and not failed on; one that stops losing
+// must be taken off the list.
+var conflicts = map[string]string{
+	"planer/preserves_forwarded_messages.txt": "wants the forwarded message kept below a note (\"FYI\"); quotequail, parse-reply and our client shapes want only the note above a forward",
+	"planer/detects_inline_replies.txt":       "wants the attribution line kept above quotes answered inline; discourse's fixtures drop the attribution above a quote answered below it",
+}
+
+// realWorldFloor is the share of the public corpora, all folders together, ours must get
+// exactly right.
 const realWorldFloor = 0.95
 
 // publicCorpora returns the folder of the public reply corpora, or skips the test saying how
@@ -130,7 +139,7 @@ type tally struct{ exact, lost int }
 
 // score counts the cases an extractor gets exactly right and those where it lost a line of
 // the instruction.
-func score(cases []corpusCase, extract func(string) string, miss func(corpusCase, string)) tally {
+func score(cases []corpusCase, extract func(string) string, miss func(c corpusCase, got string, lost bool)) tally {
 	var n tally
 	for _, c := range cases {
 		got := extract(c.body)
@@ -142,11 +151,12 @@ func score(cases []corpusCase, extract func(string) string, miss func(corpusCase
 			n.exact++
 			continue
 		}
-		if lostLine(got, c.want) {
+		lost := lostLine(got, c.want)
+		if lost {
 			n.lost++
 		}
 		if miss != nil {
-			miss(c, got)
+			miss(c, got, lost)
 		}
 	}
 	return n
@@ -171,37 +181,49 @@ func squeeze(s string) string {
 func ours(body string) string { return reply.Extract(body).Text }
 
 // TestCorpusScores scores our extractor and github.com/dimiro1/reply side by side on every
-// corpus. `go test ./internal/mail/reply -run TestCorpusScores -v` prints the table; set
+// corpus and prints a table per folder: exact cases and cases that lost a line of the
+// instruction, for each. It fails when ours loses an instruction anywhere, scores below
+// dimiro1/reply on any folder, or gets less than realWorldFloor of the public corpora exactly
+// right. `go test ./internal/mail/reply -run TestCorpusScores -v` prints the table; set
 // WO_REPLY_MISSES=1 to print our misses on the studied corpora too (WO_REPLY_MISSES=all: on
-// every corpus).
+// every corpus). Lost cases are always printed.
 func TestCorpusScores(t *testing.T) {
 	t.Parallel()
 	root := publicCorpora(t)
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-46s %5s %14s %5s %14s %5s\n", "corpus", "cases", "ours", "lost", "dimiro1/reply", "lost")
-	var floorHits, floorN int
+	var sumA, sumB tally
+	var sumN int
 	for _, c := range corpora() {
 		cases := loadCorpus(t, root, c)
 		show := os.Getenv("WO_REPLY_MISSES") == "all" || (os.Getenv("WO_REPLY_MISSES") != "" && c.studied)
-		a := score(cases, ours, func(cc corpusCase, got string) {
-			if show {
+		a := score(cases, ours, func(cc corpusCase, got string, lost bool) {
+			why, conflict := conflicts[c.dir+"/"+cc.name]
+			switch {
+			case lost && conflict:
+				t.Logf("LOST (convention conflict: %s) %s/%s:\n  got:  %q\n  want: %q", why, c.dir, cc.name, got, strings.TrimSpace(cc.want))
+			case lost:
+				t.Errorf("LOST %s/%s:\n  got:  %q\n  want: %q", c.dir, cc.name, got, strings.TrimSpace(cc.want))
+			case conflict:
+				t.Errorf("%s/%s no longer loses a line: take it off the conflicts list", c.dir, cc.name)
+			case show:
 				t.Logf("MISS %s/%s:\n  got:  %q\n  want: %q", c.dir, cc.name, got, strings.TrimSpace(cc.want))
 			}
 		})
 		b := score(cases, dimiro1.FromText, nil)
 		n := len(cases)
 		fmt.Fprintf(&table, "%-46s %5d %5d (%5.1f%%) %5d %5d (%5.1f%%) %5d\n", c.name, n, a.exact, pct(a.exact, n), a.lost, b.exact, pct(b.exact, n), b.lost)
-		if c.gated && a.exact < b.exact {
+		if a.exact < b.exact {
 			t.Errorf("%s: ours %d/%d is below dimiro1/reply %d/%d", c.name, a.exact, n, b.exact, n)
 		}
-		if c.studied {
-			floorHits, floorN = floorHits+a.exact, floorN+n
+		if c.dir != "" {
+			sumA, sumB, sumN = tally{sumA.exact + a.exact, sumA.lost + a.lost}, tally{sumB.exact + b.exact, sumB.lost + b.lost}, sumN+n
 		}
 	}
-	fmt.Fprintf(&table, "%-46s %5d %5d (%5.1f%%)\n", "studied public corpora", floorN, floorHits, pct(floorHits, floorN))
+	fmt.Fprintf(&table, "%-46s %5d %5d (%5.1f%%) %5d %5d (%5.1f%%) %5d\n", "public corpora together", sumN, sumA.exact, pct(sumA.exact, sumN), sumA.lost, sumB.exact, pct(sumB.exact, sumN), sumB.lost)
 	t.Log(table.String())
-	if float64(floorHits) < realWorldFloor*float64(floorN) {
-		t.Errorf("ours %.1f%% on the studied public corpora is below the floor of %.0f%%", pct(floorHits, floorN), 100*realWorldFloor)
+	if float64(sumA.exact) < realWorldFloor*float64(sumN) {
+		t.Errorf("ours %.1f%% on the public corpora is below the floor of %.0f%%", pct(sumA.exact, sumN), 100*realWorldFloor)
 	}
 }
 

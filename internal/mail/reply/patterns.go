@@ -4,8 +4,10 @@ import (
 	"strings"
 )
 
-// originalMarker matches "-----Original Message-----" and its localized and Samsung variants.
-var originalMarker = lazy(`^-{2,}\s*(original message|original[ -]nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}$`)
+// originalMarker matches "-----Original Message-----" and its localized and Samsung variants,
+// also with the first header field run on behind it, as HTML-to-text conversion leaves it
+// ("-------- Ursprüngliche Nachricht --------Von: …").
+var originalMarker = lazy(`^-{2,}\s*(original message|original[ -]nachricht|ursprüngliche nachricht|message d'origine|message original|mensaje original|messaggio originale|oorspronkelijk bericht|origineel bericht|mensagem original|ursprungligt meddelande|oprindelig meddelelse|oprindelig besked|opprinnelig melding|alkuperäinen viesti|wiadomość oryginalna|oryginalna wiadomość|původní zpráva|исходное сообщение|元のメッセージ|原始邮件)\s*-{2,}(\s*\pL{1,20}\s?:.*)?$`)
 
 // replyAbove matches the line a ticket or forum system puts above the history it quotes:
 // "## Please type your reply above this line ##" and its translations.
@@ -85,8 +87,8 @@ func labelSet(words string) map[string]bool {
 
 // Header block labels by role, in the languages Outlook and other clients write them.
 var (
-	fromLabels    = labelSet("from|von|de|da|van|från|fra|od|от|差出人|发件人|寄件者|lähettäjä|kimden")
-	sentLabels    = labelSet("sent|date|message du|gesendet|datum|envoyé|date d'envoi|enviado el|enviado|enviada|data|inviato|verzonden|verstuurd|skickat|sendt|wysłano|wysłane|отправлено|дата|送信日時|日付|发送时间|日期|envoyé le|lähetetty|odesláno|gönderildi|tarih")
-	toLabels      = labelSet("to|an|à|a|copie à|para|aan|till|til|do|кому|宛先|收件人|cc|kopie|cco|bcc|vastaanottaja|komu|kime|kopio")
-	subjectLabels = labelSet("subject|sujet|betreff|objet|asunto|oggetto|onderwerp|ämne|emne|temat|assunto|тема|件名|主题|aihe|předmět|konu")
+	fromLabels    = labelSet("from|von|de|da|van|från|fra|od|от|差出人|发件人|寄件者|lähettäjä|kimden|de la|feladó|από|من|nadawca")
+	sentLabels    = labelSet("sent|date|message du|gesendet|datum|envoyé|envoye|date d'envoi|enviado el|enviado|enviada|data|inviato|verzonden|verstuurd|skickat|sendt|wysłano|wysłane|отправлено|дата|送信日時|日付|发送时间|日期|envoyé le|envoye le|lähetetty|odesláno|gönderildi|tarih|trimis|elküldve|dátum|στάλθηκε|ημερομηνία|تم الإرسال|التاريخ")
+	toLabels      = labelSet("to|an|à|a|copie à|para|aan|till|til|do|кому|宛先|收件人|cc|kopie|cco|bcc|vastaanottaja|komu|kime|kopio|către|catre|címzett|másolat|προς|κοιν|إلى|نسخة|adresat")
+	subjectLabels = labelSet("subject|sujet|betreff|objet|asunto|oggetto|onderwerp|ämne|emne|temat|assunto|тема|件名|主题|aihe|předmět|konu|subiect|tárgy|θέμα|الموضوع")
 )

@@ -23,6 +23,9 @@ func TestPipeline(t *testing.T) {
 		{"thunderbird_latin1.eml", "Bonjour,\n\nPouvez-vous changer la couleur du titre en bleu foncé ? Et écrire « Spécialités » au lieu de « Produits ».\n\nÀ bientôt,\nGérard"},
 		{"ios_base64_heic.eml", "Can you use this photo on the About page? 📸"},
 		{"apple_mail_mixed_inline.eml", "Put this picture first in the gallery:\n\nand this one second:"},
+		{"mislabeled_big5.eml", "請把營業時間改成週一到週五，早上九點開門。\n\n謝謝，\n林小姐"},
+		{"mislabeled_latin1.eml", "Bitte die Öffnungszeiten ändern: Montag bis Freitag 8–18 Uhr.\n\nGrüße,\nJürgen"},
+		{"alternative_no_parts.eml", "Please move the contact form to the top of the page."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

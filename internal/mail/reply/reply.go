@@ -18,6 +18,7 @@ type Result struct {
 // and mobile footers removed. Forwarded mail is handled deliberately: see Result and the package
 // documentation. Extract is a pure function, safe for concurrent use.
 func Extract(body string) Result {
+	body = dropBanner(body)
 	lines, content := splitRunOn(splitLines(body))
 	own := extractLines(lines, 0)
 	if own.Forwarded {
@@ -106,4 +107,22 @@ func bestCandidate(lines []string) string {
 		text = sig[1:]
 	}
 	return joinText(text)
+}
+
+// banner matches the warning a mail gateway puts on top of mail from outside the organization
+// ("CAUTION: This message is from an EXTERNAL SENDER …", "[EXTERNAL] This email originated
+// outside …"): it is not the person's text.
+var banner = lazy(`^[\[(*]*(caution|warning|attention|external|notice)[\])*]*\s*:?.{0,300}\b(external|outside)\b.{0,300}\b(sender|email|e-mail|message|mail|organi[sz]ation)\b.{0,300}$`)
+
+// maxBannerLen bounds a banner line, in bytes.
+const maxBannerLen = 600
+
+// dropBanner removes a gateway banner when it is the body's first non-blank line.
+func dropBanner(body string) string {
+	start := len(body) - len(strings.TrimLeft(body, " \t\r\n"))
+	line, _, _ := strings.Cut(body[start:], "\n")
+	if len(line) > maxBannerLen || !banner.MatchString(squash(line)) {
+		return body
+	}
+	return body[:start] + body[start+len(line):]
 }

@@ -138,6 +138,10 @@ func (s *scanResult) startHistory(lines []string, i int, kind historyKind, heade
 		s.quoted = append(s.quoted, s.kept[last:]...)
 		s.kept = s.kept[:last]
 	}
+	if last := len(s.kept) - 1; last >= 0 && colonless(append(s.kept[:last+1:last+1], lines[i]), last) {
+		s.quoted = append(s.quoted, s.kept[last])
+		s.kept = s.kept[:last]
+	}
 	s.quoted = append(s.quoted, lines[i:]...)
 	s.start = i
 	s.history = kind

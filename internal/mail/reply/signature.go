@@ -39,6 +39,7 @@ var footerPatterns = lazy(`^(` + strings.Join([]string{
 	`sent (from|via|with|using) (outlook|yahoo mail|mail for windows|windows mail|mailbox|airmail|spark|typeapp|proton ?mail|aol|gmail|the .{1,40} app|samsung|blackberry|mobile|a phone|my phone|mobile device|\[?mail\]? for windows).{0,60}`,
 	`\S+ from (mobile|my mobile)`,
 	`sent by (galaxy|samsung|my phone|mobile).{0,30}`,
+	`sent (from|via|with|using) (the |an? |my )?.{0,40}\b(smartphone|phone|tablet|galaxy|android|handheld)\b.{0,40}`,
 	`from my (iphone|ipad|android|phone|mobile|smartphone|samsung|galaxy).{0,30}`,
 	`diese nachricht wurde von meinem .{1,60} gesendet\.?`,
 	`lähetetty (iphonesta|ipadista|android-puhelimesta|puhelimesta|outlookista|.{1,30}sta)`,
@@ -71,6 +72,10 @@ var footerPatterns = lazy(`^(` + strings.Join([]string{
 // footerLink is the link Outlook mobile appends to its footer: "Get Outlook for iOS<https://…>".
 var footerLink = lazy(`\s*(<https?://[^>]*>|\(\s*https?://[^)]*\)|https?://\S*)\s*$`)
 
+// innerLink is a link in angle brackets inside a footer, where German Outlook puts it: "Outlook
+// für iOS<https://aka.ms/o0ukef> beziehen".
+var innerLink = lazy(`<https?://[^<>\s]*>`)
+
 // markdownLink is "[text](address)", as HTML-to-text tools write links; the text stays.
 var markdownLink = lazy(`\[([^\]]*)\]\([^)]*\)`)
 
@@ -78,6 +83,7 @@ var markdownLink = lazy(`\[([^\]]*)\]\([^)]*\)`)
 // clients write ("[Sent from my phone]", "(Sent from Mail)").
 func isFooter(l string) bool {
 	l = footerLink.ReplaceAllString(strings.TrimSpace(l), "")
+	l = innerLink.ReplaceAllString(l, " ")
 	l = markdownLink.ReplaceAllString(l, "$1")
 	l = strings.TrimSpace(strings.Trim(l, "[]()<>"))
 	return footerPatterns.MatchString(squash(l))

@@ -132,8 +132,8 @@ func allQuoted(text string) bool {
 // structural evidence: the first line the coarse pass dropped is
 //   - a bare delimiter ("____", a lone "-" bullet) below which our scan kept a sentence (not just
 //     a name, a title or a list footer, as a signature below a separator is) and that ends where
-//     it recognized history (an attribution, a header block) or a "--" signature, so the
-//     delimiter was inside the person's text; or
+//     it recognized history (an attribution, a header block) or a "--" signature, or directly
+//     above a sentence, so the delimiter was inside the person's text; or
 //   - the person's text resuming directly below a "> " block that our scan recognized by its
 //     attribution (a closing or an answer written below the quote).
 func cutShort(own Result, kept map[string]bool, lines []string, s scanResult) bool {
@@ -143,7 +143,7 @@ func cutShort(own Result, kept map[string]bool, lines []string, s scanResult) bo
 	}
 	if isDelimiter(first) {
 		bounded := own.Quoted != "" || strings.HasPrefix(strings.TrimSpace(own.Signature), "--")
-		return bounded && sentenceAfter(own.Text, first)
+		return bounded && sentenceAfter(own.Text, first) || sentenceDirectlyBelow(own.Text, first)
 	}
 	return belowAttributedQuote(lines, first, s.historyText)
 }
@@ -161,6 +161,20 @@ func sentenceAfter(text, first string) bool {
 			}
 		}
 		return false
+	}
+	return false
+}
+
+// sentenceDirectlyBelow reports whether the line right below the line first (no blank line
+// between) ends like a sentence: "---" / "Also make the footer smaller." is a break inside the
+// person's text, where a signature below a rule starts with a name.
+func sentenceDirectlyBelow(text, first string) bool {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if l == first && i+1 < len(lines) {
+			t := strings.TrimSpace(lines[i+1])
+			return t != "" && !isDelimiter(t) && strings.ContainsAny(lastRune(t), ".!?。！？")
+		}
 	}
 	return false
 }

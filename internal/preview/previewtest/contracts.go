@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -20,6 +21,8 @@ var contracts = []contract{
 	{"ThreadsAreSeparateLatestFollows", testThreads},
 	{"InvalidSiteNames", testInvalidSite},
 	{"SymlinkOutOfSourceRejected", testUnsafeSource},
+	{"LinksOutRevealNothing", testLinksOutRevealNothing},
+	{"HugeSparseFileEndsWithContext", testHugeSparseFile},
 	{"CancelledContext", testCancelled},
 	{"ConcurrentDeploysOfOneSite", testConcurrent},
 	{"LiveVersionIsThePublishedSite", testLiveVersion},
@@ -192,5 +195,72 @@ func testConcurrent(t *testing.T, in Instance) {
 	_, body, err := in.Get(context.Background(), site, false, "/")
 	if i, convErr := strconv.Atoi(body); err != nil || convErr != nil || i < 0 || i >= n {
 		t.Errorf("after concurrent deploys / = %q, %v; want one of the deployed pages", body, err)
+	}
+}
+
+// testLinksOutRevealNothing: the build output is the job's and the deploy runs as root. A
+// link out of the tree fails the same way whether or not its target exists, without naming
+// the target: otherwise the deploy's error (which the agent may read in a repair turn) tells
+// the job what exists where only root can look.
+func testLinksOutRevealNothing(t *testing.T, in Instance) {
+	secret := filepath.Join(t.TempDir(), "root-only")
+	if err := os.MkdirAll(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "key"), []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func(target string) string {
+		src := t.TempDir()
+		writeTree(t, src, map[string]string{"index.html": "home"})
+		if err := os.Symlink(target, filepath.Join(src, "x.txt")); err != nil {
+			t.Skip("no symlinks here:", err)
+		}
+		_, err := in.Target.Deploy(context.Background(), preview.Site{Project: "acme", Thread: "t1"}, src)
+		if !errors.Is(err, preview.ErrUnsafeSource) {
+			t.Fatalf("Deploy with x.txt -> %s = %v, want ErrUnsafeSource", target, err)
+		}
+		return err.Error()
+	}
+	exists := deploy(filepath.Join(secret, "key"))
+	absent := deploy(filepath.Join(secret, "nothing"))
+	if exists != absent {
+		t.Errorf("a link to an existing file fails with %q, to a missing one with %q: the job learns what exists", exists, absent)
+	}
+	for _, msg := range []string{exists, absent, deploy("../../../../../../.." + secret + "/key")} {
+		if strings.Contains(msg, "root-only") {
+			t.Errorf("the error names the link's target: %q", msg)
+		}
+	}
+}
+
+// testHugeSparseFile: a terabyte of holes costs the job nothing; reading it (to hash, store or
+// upload it) would take the deploy the better part of an hour. The deploy ends with its
+// context instead.
+func testHugeSparseFile(t *testing.T, in Instance) {
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "home"})
+	f, err := os.Create(filepath.Join(src, "huge.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Skip("no sparse files here:", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.Target.Deploy(ctx, preview.Site{Project: "acme", Thread: "t1"}, src)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Deploy of a terabyte file within two seconds succeeded")
+		}
+	case <-time.After(2 * time.Minute): // generous: the deploy's context ended long before
+		t.Fatal("the deploy goes on reading the huge file after its context ended")
 	}
 }

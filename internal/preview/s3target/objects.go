@@ -3,8 +3,6 @@ package s3target
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -103,7 +101,7 @@ type uploader struct {
 
 // place hashes one file and uploads it unless its blob is known or already being uploaded.
 func (u *uploader) place(ctx context.Context, f preview.SourceFile) error {
-	e, err := hashFile(f)
+	e, err := f.Hash()
 	if err != nil {
 		return err
 	}
@@ -146,21 +144,6 @@ func (u *uploader) put(ctx context.Context, f preview.SourceFile, e preview.Mani
 		return fmt.Errorf("upload %s: %w", f.Path, err)
 	}
 	return nil
-}
-
-// hashFile reads f and returns its manifest entry.
-func hashFile(f preview.SourceFile) (preview.ManifestEntry, error) {
-	file, _, err := f.Open()
-	if err != nil {
-		return preview.ManifestEntry{}, err
-	}
-	defer file.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, file)
-	if err != nil {
-		return preview.ManifestEntry{}, fmt.Errorf("read %s: %w", f.Path, err)
-	}
-	return preview.ManifestEntry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
 }
 
 // writeManifest stores m as version n of the line, or a higher number when n is taken (by a
