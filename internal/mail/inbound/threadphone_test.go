@@ -8,7 +8,6 @@ import (
 	"image/draw"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/shots"
 )
@@ -113,19 +113,12 @@ func writePictures(t *testing.T, st *shots.Store, job string) {
 	}
 }
 
-// threadBrowser starts a headless Chromium for the test, or skips saying how to get one.
+// threadBrowser starts a headless Chromium for the test, or skips (fails in CI) saying how to
+// get one.
 func threadBrowser(t *testing.T) context.Context {
 	t.Helper()
-	path := ""
-	for _, name := range []string{os.Getenv("WO_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); name != "" && err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		t.Skip("no Chromium found ($WO_CHROMIUM, chromium, chromium-browser, google-chrome): install it (apt-get install -y chromium) to render the thread page")
-	}
+	capability.Need(t, capability.Chromium)
+	path := capability.Browser()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(path), chromedp.Headless,
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
