@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -97,6 +98,15 @@ func TestPublishAndUndoOverMail(t *testing.T) {
 	if code, body := linkRequest(t, http.MethodGet, link); code != 200 || !strings.Contains(body, "<form method=\"post\">") {
 		t.Fatalf("GET link: %d %s", code, body)
 	}
+	// The thread page is served without the operator's token.
+	page := strings.TrimSpace(between(m.reply(t, 5), "Everything about this request: ", "\n"))
+	if code, body := linkRequest(t, http.MethodGet, page); code != 200 || !strings.Contains(body, "Open on Sundays") || !strings.Contains(body, "See the preview") {
+		t.Fatalf("GET thread page %s: %d %s", page, code, body)
+	}
+	revokeThreadLinks(t, m.c, page)
+	if code, body := linkRequest(t, http.MethodGet, page); code != http.StatusForbidden || !strings.Contains(body, "turned off") {
+		t.Fatalf("GET revoked thread page: %d %s", code, body)
+	}
 	forged := link[:len(link)-1] + "0" // one hex digit of the signature changed
 	if strings.HasSuffix(link, "0") {
 		forged = link[:len(link)-1] + "1"
@@ -127,4 +137,26 @@ func linkRequest(t *testing.T, method, url string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// revokeThreadLinks asks the API, as the operator, to turn off the links to the thread that
+// page (a thread page link) names.
+func revokeThreadLinks(t *testing.T, c *cluster, page string) {
+	t.Helper()
+	payload, _, _ := strings.Cut(page[strings.LastIndex(page, "/t/")+3:], ".")
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	fields := strings.Fields(string(raw))
+	if err != nil || len(fields) != 5 {
+		t.Fatalf("thread link payload %q: %v", raw, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, c.api+"/api/threads/"+fields[2]+"/revoke-links", nil)
+	req.Header.Set("Authorization", "Bearer "+c.client().Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke the thread's links: %s", resp.Status)
+	}
 }

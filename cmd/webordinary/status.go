@@ -67,8 +67,11 @@ func printStatus(out io.Writer, st api.Status) {
 	fmt.Fprintf(w, "\nRECENT JOBS (%d)\t%s\tTENANT\tTOOK\tACCEPTED\tINSTRUCTION\n", len(st.Jobs), paint("01", "STATE")) // same escape length as the states
 	for _, j := range st.Jobs {
 		took := "-"
-		if j.Result != nil {
+		switch {
+		case j.Result != nil:
 			took = human(j.Result.Duration)
+		case !j.BusySince.IsZero(): // the operator sees it waits, not only the WARN line
+			took = "model busy " + human(time.Since(j.BusySince))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Job.ID, stateColour(string(j.State)), j.Job.Tenant, took,
 			ago(j.Job.AcceptedAt), firstLineOf(j.Job.Instruction, 40))

@@ -49,6 +49,9 @@ type Server struct {
 	Quarantine MailQuarantine
 	// Held enables the /api/mail/held routes and the held list in /api/status; optional.
 	Held MailHeld
+	// RevokeThreadLinks enables POST /api/threads/{id}/revoke-links: every link to the
+	// thread's owner page issued so far stops working (inbound.Inbound.RevokeThread); optional.
+	RevokeThreadLinks func(ctx context.Context, thread string) error
 }
 
 // Handler returns the API's routes.
@@ -66,7 +69,24 @@ func (s *Server) Handler() http.Handler {
 	if s.InspectMail != nil {
 		mux.HandleFunc("POST /api/mail/inspect", s.inspectMail)
 	}
+	if s.RevokeThreadLinks != nil {
+		mux.HandleFunc("POST /api/threads/{id}/revoke-links", s.revokeThreadLinks)
+	}
 	return mux
+}
+
+func (s *Server) revokeThreadLinks(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.RevokeThreadLinks(r.Context(), id)
+	if errors.Is(err, broker.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "no thread "+id+" (thread ids are in each job: webordinary job ID)")
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"revoked": id})
 }
 
 const maxBody = 32 << 20

@@ -344,6 +344,9 @@ func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project
 	if h := mail.held(); h != nil {
 		apiServer.Held = h
 	}
+	if mail != nil && mail.in != nil {
+		apiServer.RevokeThreadLinks = mail.in.RevokeThread
+	}
 	apiHandler := apiServer.Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,
@@ -352,7 +355,7 @@ func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project
 	if err != nil {
 		return nil, err
 	}
-	return routes(dash, apiHandler, mail.in.PublishHandler()), nil
+	return routes(dash, apiHandler, mail.in.PublishHandler(), mail.in.ThreadHandler()), nil
 }
 
 // dashHeld is the dashboard's view of the held mail, nil without an SMTP listener.

@@ -17,11 +17,12 @@ import (
 // routes puts every HTTP route behind the dashboard's checks: the Host must be loopback or the
 // public URL's (DNS rebinding); /api/ and /metrics need the token and refuse cross-origin
 // writes; /healthz needs only the Host; the dashboard's pages need the token as well.
-// /publish/ (signed, single-use publish links from replies) needs only the Host: the link is
-// the credential.
-func routes(dash *dashboard.Dashboard, apiHandler, publish http.Handler) http.Handler {
+// /publish/ (signed, single-use publish links from replies) and /t/ (the owner's signed thread
+// pages) need only the Host: the link is the credential.
+func routes(dash *dashboard.Dashboard, apiHandler, publish, thread http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/publish/", dash.GuardHost(publish))
+	mux.Handle("/t/", dash.GuardHost(thread))
 	mux.Handle("/api/", dash.Guard(apiHandler))
 	mux.Handle("/healthz", dash.GuardHost(apiHandler))
 	mux.Handle("/metrics", dash.Guard(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})))

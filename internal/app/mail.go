@@ -79,7 +79,7 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 	}
 	in, err = a.newInbound(ctx, b, r, inbound.Config{Domains: m.Domains, Local: m.Local, Secret: secret,
 		Outbox: ob, PerSender: m.PerSender, PerTenant: m.PerTenant, HeldNoticeAfter: m.HeldNoticeAfter, Limits: m.Parse,
-		Pictures: a.pictureFunc(), Logger: a.log,
+		Pictures: a.pictureFunc(), Shots: a.pictures(), Logger: a.log,
 		LinkBase: func() string { return base }})
 	if err != nil {
 		return nil, err

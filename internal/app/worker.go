@@ -183,7 +183,7 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 	}
 	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
 		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, ModelRetryBudget: w.ModelRetryBudget, AgentBaseURL: w.AgentBaseURL, ClaudeLogin: w.ClaudeLogin, Logger: a.log, Live: hub.Writer,
-		Sandbox: a.sandbox, Egress: a.egress, EgressAllow: w.EgressAllow, JobEnv: a.jobVars, Shots: sh, States: states})
+		Sandbox: a.sandbox, Egress: a.egress, EgressAllow: w.EgressAllow, JobEnv: a.jobVars, Shots: sh, States: states, Jobs: b.Jobs})
 }
 
 // shooter is the pipeline's picture taker; nil with Chromium "off".

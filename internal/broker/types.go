@@ -110,7 +110,11 @@ type JobRecord struct {
 	StartedAt  time.Time `json:"startedAt,omitzero"`
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 	LastError  string    `json:"lastError,omitempty"`
-	Result     *Result   `json:"result,omitempty"`
+	// BusySince is when the model service first turned the running job's agent away, while
+	// the job waits to run it again; zero otherwise. The mail router tells the owner a job
+	// that waits long (inbound.Config.WaitNoteAfter).
+	BusySince time.Time `json:"busySince,omitzero"`
+	Result    *Result   `json:"result,omitempty"`
 }
 
 // Result is a job's outcome.

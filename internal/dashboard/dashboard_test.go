@@ -456,3 +456,26 @@ func TestGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestModelBusyShows: a running job waiting for a busy model service says so, and since when,
+// on the overview and on its page.
+func TestModelBusyShows(t *testing.T) {
+	t.Parallel()
+	f := setup(t, options{})
+	defer f.open()
+	rec := f.submit("alice", "block until the model answers")
+	f.waitState(rec.Job.ID, broker.StateRunning)
+	since := time.Now().Add(-2 * time.Minute).UTC().Truncate(time.Second)
+	if _, err := f.env.Backend.Jobs.Update(context.Background(), rec.Job.ID, func(r *broker.JobRecord) error {
+		r.BusySince = since
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := "waiting for the model service (busy: 429/529)"
+	for _, path := range []string{"/", "/jobs/" + rec.Job.ID} {
+		if _, body := f.get(path); !strings.Contains(body, want) || !strings.Contains(body, since.Format(time.RFC3339)) {
+			t.Errorf("%s does not say the job waits for the model service since %s", path, since.Format(time.RFC3339))
+		}
+	}
+}

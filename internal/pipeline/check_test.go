@@ -3,15 +3,18 @@ package pipeline_test
 import (
 	"image"
 	"image/color"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	_ "image/png"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -261,5 +264,41 @@ func TestPicturesCompareWithTheThreadsOwnPreview(t *testing.T) {
 	rep, err = f.sh.Store().Report(follow.Job.ID)
 	if err != nil || len(rep.Pages) == 0 || len(rep.Pages[0].Shots) == 0 || rep.Pages[0].Shots[0].Before == "" {
 		t.Fatalf("the follow-up's pictures have no before from the thread's own preview: %+v %v", rep, err)
+	}
+}
+
+// TestPicturesOfANewThreadCompareWithTheLiveSite: once the site is live, a new thread's
+// "before" is the live site: the page it edits is outlined and not called new, a page the
+// live site lacks is new, and a page the thread left alone is not pictured.
+func TestPicturesOfANewThreadCompareWithTheLiveSite(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t, func(p *project.Project) { p.CheckTurn = false })
+	if _, err := f.run(task("t1", "replace Hello with Hi there in index.html")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.run(action("t1", broker.ActionPublish, "publish")); err != nil || out.Report.LiveURL == "" {
+		t.Fatalf("publish: %v %+v", err, out.Report)
+	}
+	first := task("t2", "replace About us with About the bakery in about.html\nwrite contact.html: <p>Call us</p>")
+	if _, err := f.run(first); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.sh.Store().Report(first.Job.ID)
+	if err != nil {
+		t.Fatalf("pictures of the new thread's job: %v", err)
+	}
+	got := map[string]shots.Page{}
+	for _, pg := range rep.Pages {
+		got[pg.Path] = pg
+	}
+	about, contact := got["/about.html"], got["/contact.html"]
+	if _, ok := got["/"]; ok || len(got) != 2 {
+		t.Fatalf("pages pictured: %v, want /about.html and /contact.html (the index is as live)", slices.Collect(maps.Keys(got)))
+	}
+	if about.New || len(about.Shots) == 0 || about.Shots[0].Before == "" || len(about.Shots[0].Boxes) == 0 {
+		t.Errorf("the edited page was not compared with the live site: %+v", about)
+	}
+	if !contact.New {
+		t.Errorf("a page the live site lacks is not called new: %+v", contact)
 	}
 }

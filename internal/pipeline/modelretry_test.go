@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/jhillyerd/enmime/v2"
 
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/project"
@@ -181,4 +184,37 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestModelBusyIsOnTheJobRecord: while the job waits for a busy model service, its record
+// says since when (for the mail router to tell the owner); once the agent is served, it no
+// longer does.
+func TestModelBusyIsOnTheJobRecord(t *testing.T) {
+	t.Parallel()
+	jobs := natsjstest.Start(t, natsjstest.Options{NoSync: true}).Backend.Jobs
+	f := setupConfig(t, site, nil, func(c *pipelineConfig) { c.Jobs = jobs })
+	tk := task("t1", "api-error 429 1 1\nreplace Hello with Open today in index.html")
+	ctx := context.Background()
+	rec := broker.QueuedRecord(tk.Job)
+	rec.State = broker.StateRunning
+	if err := jobs.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan time.Time, 1)
+	go func() { // bounded only for the failure: the condition holds for a second at least
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		r, _ := jobs.Wait(wctx, tk.Job.ID, func(r broker.JobRecord) bool { return !r.BusySince.IsZero() || r.State.Final() })
+		seen <- r.BusySince
+	}()
+	start := time.Now()
+	if out, err := f.run(tk); err != nil {
+		t.Fatalf("job: %v (%+v)", err, out)
+	}
+	if since := <-seen; since.Before(start) {
+		t.Fatalf("the record never said the job waited for the model service (busy since %v)", since)
+	}
+	if got, err := jobs.Get(ctx, tk.Job.ID); err != nil || !got.BusySince.IsZero() {
+		t.Fatalf("after the agent was served: busy since %v (%v), want zero", got.BusySince, err)
+	}
 }

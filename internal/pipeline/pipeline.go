@@ -14,6 +14,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/agentstate"
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/preview"
@@ -80,6 +81,10 @@ type Config struct {
 	// through the engine: restored on the first job after a claim when the local copy is
 	// missing or stale, saved after every job the agent ran in. Nil: it stays on this machine.
 	States *agentstate.Store
+	// Jobs, when set, is where a job that waits for a busy model service says so
+	// (broker.JobRecord.BusySince), for the mail router to tell its owner. Nil: nobody is
+	// told before the job ends.
+	Jobs   broker.Jobs
 	Logger *slog.Logger
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/webordinary/webordinary/internal/preview"
@@ -24,16 +25,39 @@ func (r *run) takeShots(ctx context.Context, sha string) shots.Report {
 		return shots.Report{Note: "No pictures: " + err.Error()}
 	}
 	defer req.After.Close()
-	if prev := r.deploy.Previous; !prev.IsZero() && prev.Thread == r.thread.ID {
-		// Only the thread's own previous preview is what this owner saw before: another
-		// thread's (the project's latest) holds changes this owner never asked for.
-		if req.Before, err = versions.Version(ctx, site, prev.Version); err == nil {
-			defer req.Before.Close()
-		} // pruned since: pictures without a before
+	if req.Before = r.before(ctx, versions, site); req.Before != nil {
+		defer req.Before.Close()
 	}
 	req.Sources = r.sources(ctx, sha)
 	rep, _ := sh.Shoot(ctx, req) // logged and stored by Shoot
 	return rep
+}
+
+// before is the version the owner had before the job: the thread's own previous preview for a
+// follow-up, else the project's live site. Never another thread's preview (the project's
+// latest): it holds changes this owner never asked for. Nil when neither is there (the site
+// was never published, or the version was pruned since): pictures then go without a before.
+func (r *run) before(ctx context.Context, versions preview.Versions, site preview.Site) *preview.Version {
+	if prev := r.deploy.Previous; !prev.IsZero() && prev.Thread == r.thread.ID {
+		v, err := versions.Version(ctx, site, prev.Version)
+		if err != nil {
+			return nil
+		}
+		return v
+	}
+	prod, _ := r.p.production()
+	lv, ok := prod.(preview.LiveVersions)
+	if !ok {
+		return nil
+	}
+	v, err := lv.LiveVersion(ctx, site.Project)
+	if err != nil && !errors.Is(err, preview.ErrNoVersion) {
+		r.log.WarnContext(ctx, "shots: cannot read the live site; pictures without a before", slog.Any("err", err))
+	}
+	if err != nil {
+		return nil
+	}
+	return v
 }
 
 // sources are the repository paths the job changed: in its commit sha, or — before the

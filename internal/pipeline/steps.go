@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/hostile"
@@ -115,11 +116,21 @@ func (r *run) runAgentStage(ctx context.Context, stage, prompt string) error {
 // is heartbeated meanwhile (the job is running); an interrupt ends the wait.
 func (r *run) runAgentRetrying(ctx context.Context, spec agent.Spec, req agent.Request) (agent.Result, error) {
 	backoff := r.p.cfg.ModelRetryBackoff
+	waiting := false
+	defer func() {
+		if waiting {
+			r.markBusy(ctx, time.Time{})
+		}
+	}()
 	for {
 		res, err := agent.Run(ctx, spec, req)
 		after, busy := res.ModelBusy()
 		if err != nil || !busy || ctx.Err() != nil {
 			return res, err
+		}
+		if !waiting {
+			waiting = true
+			r.markBusy(ctx, time.Now())
 		}
 		wait := after
 		if wait <= 0 {
@@ -144,6 +155,27 @@ func (r *run) runAgentRetrying(ctx context.Context, spec agent.Spec, req agent.R
 		r.modelRetries++
 	}
 }
+
+// markBusy records on the job's record since when the job waits for a busy model service
+// (zero: no longer), for the mail router to tell the owner (Config.Jobs; best effort).
+func (r *run) markBusy(ctx context.Context, since time.Time) {
+	if r.p.cfg.Jobs == nil {
+		return
+	}
+	_, err := r.p.cfg.Jobs.Update(context.WithoutCancel(ctx), r.task.Job.ID, func(rec *broker.JobRecord) error {
+		if rec.State.Final() {
+			return errFinal
+		}
+		rec.BusySince = since
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFinal) {
+		r.log.InfoContext(ctx, "cannot record the wait for the model service on the job", slog.Any("err", err))
+	}
+}
+
+// errFinal stops an update of a job record that is final already.
+var errFinal = errors.New("the job has ended")
 
 // shareLogin gives a claude agent the shared subscription login (Config.ClaudeLogin), owned by
 // the job's user so that the sandboxed agent can read it.

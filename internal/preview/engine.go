@@ -233,6 +233,27 @@ func (e *Engine) DeployProduction(ctx context.Context, project, dir string) (Dep
 	return dep, nil
 }
 
+var _ LiveVersions = (*Engine)(nil)
+
+// LiveVersion implements LiveVersions.
+func (e *Engine) LiveVersion(ctx context.Context, project string) (*Version, error) {
+	if err := tenant.ValidatePart("project", project); err != nil {
+		return nil, err
+	}
+	p, _, err := e.thread(ctx, Site{Project: project, Thread: liveSlot})
+	if err != nil {
+		return nil, err
+	}
+	if p.Version == 0 {
+		return nil, fmt.Errorf("%w: %s has no live site", ErrNoVersion, project)
+	}
+	m, err := e.manifestOf(ctx, p.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	return &Version{v: version{man: m, blobs: e.cache.open, thread: liveSlot, id: strconv.Itoa(p.Version)}}, nil
+}
+
 func versionID(n int) string {
 	if n == 0 {
 		return ""

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // ErrNoVersion is returned by Versions.Version for a version the thread does not hold (never
@@ -31,6 +34,37 @@ type Versions interface {
 }
 
 var _ Versions = (*Dir)(nil)
+
+// LiveVersions reads a project's live site back: for a thread's first deploy, what the owner
+// had before is what the site's visitors see, not another thread's preview.
+type LiveVersions interface {
+	// LiveVersion opens the version the project's live site serves. It fails with
+	// ErrNoVersion when the project was never published and with an error matching
+	// tenant.ErrInvalid for an invalid project name. The caller closes the Version.
+	LiveVersion(ctx context.Context, project string) (*Version, error)
+}
+
+var _ LiveVersions = (*Dir)(nil)
+
+// LiveVersion implements LiveVersions.
+func (d *Dir) LiveVersion(ctx context.Context, project string) (*Version, error) {
+	if err := tenant.ValidatePart("project", project); err != nil {
+		return nil, err
+	}
+	site := Site{Project: project, Thread: liveSlot}
+	target, err := resolveLink(d.layout.current(site))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has no live site", ErrNoVersion, project)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n, ok := versionOf(target)
+	if !ok {
+		return nil, fmt.Errorf("%w: the live site of %s points at %s", ErrNoVersion, project, filepath.Base(target))
+	}
+	return d.open(ctx, site, n)
+}
 
 // File is one file of a Version.
 type File struct {
@@ -55,6 +89,12 @@ func (d *Dir) Version(ctx context.Context, site Site, id string) (*Version, erro
 	if err != nil || n <= 0 {
 		return nil, fmt.Errorf("%w: version %q of %s is not a version number", ErrNoVersion, id, site)
 	}
+	return d.open(ctx, site, n)
+}
+
+// open opens version n of site, whose name the caller checked.
+func (d *Dir) open(ctx context.Context, site Site, n int) (*Version, error) {
+	id := strconv.Itoa(n)
 	path := d.layout.manifest(site, n)
 	m, err := d.cache.load(path)
 	if errors.Is(err, os.ErrNotExist) {

@@ -1,9 +1,11 @@
 package shots
 
 import (
+	"cmp"
 	"image"
 	"image/color"
 	"image/draw"
+	"slices"
 )
 
 // diffCell is the side of the grid cells changed pixels are grouped by.
@@ -72,7 +74,7 @@ func toRGBA(img image.Image) *image.RGBA {
 }
 
 // regions groups changed cells into connected regions (cells within two cells of each other
-// belong together) and returns their tight bounds, largest first, at most maxBoxes.
+// belong together) and returns their tight bounds, top to bottom, at most maxBoxes.
 func regions(grid []image.Rectangle, cols, rows int) []image.Rectangle {
 	seen := make([]bool, len(grid))
 	var out []image.Rectangle
@@ -82,14 +84,66 @@ func regions(grid []image.Rectangle, cols, rows int) []image.Rectangle {
 		}
 		out = append(out, flood(grid, seen, cols, rows, i))
 	}
-	if len(out) > maxBoxes {
-		all := out[0]
-		for _, r := range out[1:] {
-			all = all.Union(r)
+	return mergeNearest(out, maxBoxes)
+}
+
+// mergeNearest merges boxes two at a time until at most n are left, each time the pair whose
+// union adds the least area that neither covered: near regions join, far ones stay apart
+// (one box around them all would outline mostly what did not change).
+func mergeNearest(boxes []image.Rectangle, n int) []image.Rectangle {
+	for len(boxes) > maxGreedy { // the pairwise search is cubic: first halve by neighbours top to bottom
+		slices.SortFunc(boxes, func(a, b image.Rectangle) int { return cmp.Or(a.Min.Y-b.Min.Y, a.Min.X-b.Min.X) })
+		half := boxes[:0]
+		for i := 0; i < len(boxes); i += 2 {
+			r := boxes[i]
+			if i+1 < len(boxes) {
+				r = r.Union(boxes[i+1])
+			}
+			half = append(half, r)
 		}
-		return []image.Rectangle{all}
+		boxes = half
 	}
-	return out
+	for len(boxes) > n {
+		bi, bj, best := 0, 1, -1
+		for i := range boxes {
+			for j := i + 1; j < len(boxes); j++ {
+				if waste := area(boxes[i].Union(boxes[j])) - area(boxes[i]) - area(boxes[j]); best < 0 || waste < best {
+					bi, bj, best = i, j, waste
+				}
+			}
+		}
+		boxes[bi] = boxes[bi].Union(boxes[bj])
+		boxes = append(boxes[:bj], boxes[bj+1:]...)
+	}
+	return boxes
+}
+
+func area(r image.Rectangle) int { return r.Dx() * r.Dy() }
+
+// maxGreedy bounds the boxes mergeNearest searches pairwise.
+const maxGreedy = 48
+
+// maxMarkedShare is the share of the view the outlines may cover: past it, what changed
+// fills the view (a new layout, a new picture) and outlines would only hide it.
+const maxMarkedShare = 0.5
+
+// outlines returns the boxes worth outlining on a picture with bounds b at width w: all of
+// them, or none when together they cover more than maxMarkedShare of the view (the screen at
+// w, or the picture when it is shorter).
+func outlines(boxes []image.Rectangle, b image.Rectangle, w Width) []image.Rectangle {
+	h := b.Dy()
+	if w.Height > 0 {
+		h = min(h, w.Height)
+	}
+	view := b.Dx() * h
+	covered := 0
+	for _, r := range boxes {
+		covered += area(r.Intersect(b))
+	}
+	if float64(covered) > maxMarkedShare*float64(view) {
+		return nil
+	}
+	return boxes
 }
 
 // flood collects the region of cell start.

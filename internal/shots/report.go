@@ -158,7 +158,7 @@ func (s *Shooter) composePage(jobID string, i int, c Candidate, results map[job]
 			errs = append(errs, err.Error())
 			continue
 		}
-		pic.Alt = altText(pg, c, width, len(boxes) > 0)
+		pic.Alt = altText(pg, c, width, len(pic.Boxes) > 0)
 		pg.Shots = append(pg.Shots, pic)
 		small = append(small, img)
 	}
@@ -166,7 +166,8 @@ func (s *Shooter) composePage(jobID string, i int, c Candidate, results map[job]
 }
 
 // savePicture writes the full-size pictures and returns the reply's version (cropped around
-// the change, scaled to the reply's column), not encoded yet.
+// the change, scaled to the reply's column), not encoded yet. The changed regions are
+// outlined unless they fill most of the view (see outlines).
 func (s *Shooter) savePicture(jobID string, i int, w Width, pic *Picture, before, after result, boxes []image.Rectangle) (*image.RGBA, error) {
 	stem := fmt.Sprintf("p%d-%s-", i+1, w.Name)
 	shown := toRGBA(after.img)
@@ -176,10 +177,10 @@ func (s *Shooter) savePicture(jobID string, i int, w Width, pic *Picture, before
 		pic.Before = stem + "before.png"
 		files = append(files, stored{pic.Before, before})
 	}
-	if len(boxes) > 0 {
-		pic.Boxes = boxesOf(boxes)
+	if marks := outlines(boxes, shown.Bounds(), w); len(marks) > 0 {
+		pic.Boxes = boxesOf(marks)
 		pic.Marked = stem + "marked.png"
-		shown = Mark(shown, boxes)
+		shown = Mark(shown, marks)
 		files = append(files, stored{pic.Marked, result{rendered: rendered{img: shown}}})
 	}
 	for _, f := range files {

@@ -138,10 +138,17 @@ func heldLine(r *Report) string {
 
 // Run sends the held notices: a sender's notice goes out once none of their messages was held
 // for Config.HeldNoticeAfter; notices stored before a restart are sent too; on shutdown, every
-// pending notice goes out at once. It returns nil when ctx ends.
+// pending notice goes out at once. It also sends the still-on-it notes (NoteWaits) every
+// quarter of Config.WaitNoteAfter. It returns nil when ctx ends.
 func (in *Inbound) Run(ctx context.Context) error {
 	tick := time.NewTicker(max(in.cfg.HeldNoticeAfter/4, 50*time.Millisecond))
 	defer tick.Stop()
+	waits := make(<-chan time.Time) // never, without wait notes
+	if in.cfg.WaitNoteAfter > 0 && in.cfg.Jobs != nil {
+		t := time.NewTicker(max(in.cfg.WaitNoteAfter/4, 50*time.Millisecond))
+		defer t.Stop()
+		waits = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -149,6 +156,10 @@ func (in *Inbound) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			in.sendHeldNotices(ctx, false)
+		case <-waits:
+			if _, err := in.NoteWaits(ctx); err != nil {
+				in.cfg.Logger.WarnContext(ctx, "still-on-it notes; will retry", slog.Any("err", err))
+			}
 		}
 	}
 }

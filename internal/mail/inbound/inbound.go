@@ -28,6 +28,7 @@ import (
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
+	"github.com/webordinary/webordinary/internal/shots"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -60,6 +61,10 @@ type Config struct {
 	// listing them, once none of theirs was held for this long (Run sends it). Default
 	// DefaultHeldNoticeAfter.
 	HeldNoticeAfter time.Duration
+	// WaitNoteAfter: the sender of a job that has waited this long — for a busy model service
+	// (broker.JobRecord.BusySince) or queued behind earlier work — gets one short "still on
+	// it" note, once per job (Run sends it). Default DefaultWaitNoteAfter; negative: none.
+	WaitNoteAfter time.Duration
 	// Limits bound the parsing of each message (zero fields: message's defaults). A message
 	// over them is quarantined by the intake; raise them and release it to handle it after all.
 	Limits message.Limits
@@ -71,8 +76,10 @@ type Config struct {
 	// Pictures, when set, returns the pictures of a finished job's change, shown inline in its
 	// reply (shots.Store.Images); none is fine.
 	Pictures func(jobID string) []outbox.Image
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Shots, when set, is where the thread page reads each job's before/after pictures.
+	Shots  *shots.Store
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -90,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeldNoticeAfter <= 0 {
 		c.HeldNoticeAfter = DefaultHeldNoticeAfter
+	}
+	if c.WaitNoteAfter == 0 {
+		c.WaitNoteAfter = DefaultWaitNoteAfter
 	}
 	if c.LinkTTL == 0 {
 		c.LinkTTL = 7 * 24 * time.Hour

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/router"
 )
 
@@ -100,12 +101,14 @@ func (in *Inbound) publishByLink(ctx context.Context, token string) (broker.JobR
 }
 
 var linkPage = template.Must(template.New("publish").Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>Publish</title></head>
-<body style="font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:36em;margin:3em auto">
-{{if .Error}}<p>{{.Error}}</p>{{else if .Done}}<p>Publishing. You'll get an email with the live address in a moment.</p>
-{{else}}<p>Put the changes from “{{.Subject}}” live?</p>
-<form method="post"><button type="submit">Publish</button></form>{{end}}
-</body></html>`))
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Publish</title><style>` + pageStyle + `</style></head>
+<body><main>
+{{if .Error}}<p class="error">{{.Error}}</p>{{else if .Done}}<p class="notice">Publishing. You'll get an email with the live address in a moment.</p>
+{{else}}<h1>Put the changes from “{{.Subject}}” live?</h1>
+{{with .PreviewURL}}<p><a class="button secondary" href="{{.}}" rel="noopener noreferrer">See the preview first</a></p>{{end}}
+<form method="post"><button type="submit">Publish: make it live</button></form>{{end}}
+</main></body></html>`))
 
 // PublishHandler serves publish links under /publish/: GET shows a confirmation (mail
 // scanners follow links; that must not publish), POST publishes. Mount it without the
@@ -125,6 +128,9 @@ func (in *Inbound) PublishHandler() http.Handler {
 				}
 			}
 			data["Error"], data["Subject"] = errText(err), rec.Job.Subject
+			if res := rec.Result; res != nil && len(report.Of(*res).PreviewURLs) > 0 {
+				data["PreviewURL"] = report.Of(*res).PreviewURLs[0]
+			}
 		case http.MethodPost:
 			rec, err := in.publishByLink(r.Context(), token)
 			data["Error"], data["Done"] = errText(err), err == nil

@@ -59,7 +59,7 @@ func (in *Inbound) baseReply(job broker.Job, kind outbox.Kind) outbox.Reply {
 		From:    mail.Address{Name: "webordinary", Address: in.Address()},
 		ReplyTo: in.tokens.Address(in.cfg.Local, in.cfg.Domains[0], job.Thread),
 		Subject: job.Subject, InReplyTo: job.MessageID, References: job.References, JobID: job.ID,
-		Understood: job.Instruction, Guessed: job.Guessed}
+		Understood: job.Instruction, Guessed: job.Guessed, ThreadURL: in.threadURL(job)}
 	return rep
 }
 

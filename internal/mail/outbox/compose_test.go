@@ -41,6 +41,8 @@ func TestComposeKinds(t *testing.T) {
 			"before 16:40 UTC will be held too",
 		}},
 		{Received, nil, []string{"Got it!", "reply here when it's done"}},
+		{Waiting, func(r *Reply) { r.ModelBusy = true }, []string{"Still on it: the AI service I use is busy",
+			"reply here when it's done", "don't need to send anything again"}},
 		{Published, func(r *Reply) {
 			r.Summary, r.LiveURL = "Your changes from this conversation are live at https://acme.example.com/.", "https://acme.example.com/"
 		}, []string{"are live at https://acme.example.com/", "See the live site", "to take the last publish back"}},

@@ -64,8 +64,11 @@ const (
 // bodyOf returns the copy for the reply's kind.
 func bodyOf(r Reply) content {
 	c := kindBody(r)
-	if r.Understood != "" && r.Kind != Refused && r.Kind != Held {
+	if r.Understood != "" && r.Kind != Refused && r.Kind != Held && r.Kind != Waiting {
 		c.add(understood(r))
+	}
+	if r.ThreadURL != "" && r.Kind != Refused && r.Kind != Held {
+		c.add(block{Kind: "buttons", Links: []link{{"Everything about this request", r.ThreadURL}}})
 	}
 	return c
 }
@@ -96,6 +99,8 @@ func kindBody(r Reply) content {
 		return heldBody(r)
 	case Published:
 		return publishedBody(r)
+	case Waiting:
+		return waitingBody(r)
 	default:
 		return receivedBody(r)
 	}
@@ -283,6 +288,24 @@ func pronoun(n int) string {
 	return "them"
 }
 
+// waitingBody is the one short note a job that waits long gets: why, and that nothing needs
+// doing.
+func waitingBody(r Reply) content {
+	c := content{Footer: footerAuto}
+	switch {
+	case r.ModelBusy:
+		c.add(para("Still on it: the AI service I use is busy right now, so your change is taking longer than usual."))
+	case r.Retrying:
+		c.add(para("Still on it: my first try hit a snag, so I'm trying again. Your change is taking longer than usual."))
+	case r.Behind:
+		c.add(para("Still on it: I'm finishing your earlier requests first, so this one is taking longer than usual."))
+	default:
+		c.add(para("Still on it: I'm busy with other work right now, so your change is taking longer than usual."))
+	}
+	c.add(para("I'll reply here when it's done. You don't need to send anything again."))
+	return c
+}
+
 func receivedBody(r Reply) content {
 	c := content{Footer: footerAuto}
 	c.add(para("Got it! I'm working on your edit and will reply here when it's done."))
@@ -299,3 +322,7 @@ func attempts(n int) string {
 		return fmt.Sprintf("%d attempts", n)
 	}
 }
+
+// OwnerText is the agent's account of its work as an owner may read it anywhere (the thread
+// page too): process output left out, at most a few paragraphs.
+func OwnerText(s string) string { return ownerText(s) }

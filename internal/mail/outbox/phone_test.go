@@ -25,6 +25,7 @@ func replyKinds(t *testing.T) map[string]Reply {
 	base.Summary = "I made the header green and added your photo to the gallery, after the three that were there."
 	base.PreviewURLs = []string{"https://t0k3n.edit.bakery-on-the-corner.example.com/", "https://edit.bakery-on-the-corner.example.com/"}
 	base.Publishable, base.PublishURL = true, "https://edit.example.com/publish/"+strings.Repeat("x9Q", 40)
+	base.ThreadURL = "https://edit.example.com/t/" + strings.Repeat("Zm9v", 30)
 	phone := Image{ContentID: "p1-phone@job-42.webordinary", ContentType: "image/png", Data: testPNG(t, 780, 900),
 		Width: 780, Height: 900, Screen: "phone", Alt: "The home page on a phone screen; the changed part is outlined."}
 	out := map[string]Reply{}
@@ -44,6 +45,7 @@ func replyKinds(t *testing.T) map[string]Reply {
 	set("busy-model", func(r *Reply) {
 		r.Kind, r.Error, r.Problem = Failed, "agent: 529 overloaded", failure.Model
 	})
+	set("still-on-it", func(r *Reply) { r.Kind, r.ModelBusy = Waiting, true })
 	set("publish", func(r *Reply) {
 		r.Kind, r.LiveURL = Published, "https://bakery-on-the-corner.example.com/"
 		r.Summary = "Your changes from this conversation are live at https://bakery-on-the-corner.example.com/."

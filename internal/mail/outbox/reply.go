@@ -36,10 +36,13 @@ const (
 	Received Kind = "received"
 	// Published: a publish (or undo) went live; the reply gives the live URL.
 	Published Kind = "published"
+	// Waiting: the job has waited long (a busy model service, earlier work ahead of it); a
+	// short "still on it" note, once per job.
+	Waiting Kind = "waiting"
 )
 
 // Kinds lists every kind, in a stable order.
-var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, Held, Received, Published}
+var Kinds = []Kind{Done, Failed, Interrupted, Dead, Refused, Held, Received, Published, Waiting}
 
 // Reply is what a person is told about their instruction.
 type Reply struct {
@@ -97,6 +100,9 @@ type Reply struct {
 	// LiveURL is the live site's address (Published); Undone says an undo put it back.
 	LiveURL string
 	Undone  bool
+	// ThreadURL is the owner's page of the thread (signed for them: its instructions and
+	// replies, progress, pictures, publish and undo); every reply about a job links it.
+	ThreadURL string
 	// PublishURL (Done) is a signed, single-use link that publishes the thread; with
 	// Publishable the reply also says that replying "publish" does it.
 	PublishURL  string
@@ -105,6 +111,10 @@ type Reply struct {
 	Images []Image
 	// NoChanges (Done) says the agent changed no file: the reply says so rather than "done".
 	NoChanges bool
+	// ModelBusy (Waiting) says the job waits for a busy model service; Retrying, that it
+	// failed once and waits to run again; Behind, that the sender's earlier requests run
+	// first; none, that other work does.
+	ModelBusy, Retrying, Behind bool
 	// LeftOut (Done) are what the platform would not save, each with why, in the owner's words
 	// ("sub/ (a git repository inside your site)"); the reply lists them whatever the summary's
 	// length.

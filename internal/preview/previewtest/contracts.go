@@ -25,6 +25,46 @@ var contracts = []contract{
 	{"HugeSparseFileEndsWithContext", testHugeSparseFile},
 	{"CancelledContext", testCancelled},
 	{"ConcurrentDeploysOfOneSite", testConcurrent},
+	{"LiveVersionIsThePublishedSite", testLiveVersion},
+}
+
+// testLiveVersion: a target that reads its live site back returns what the last publish
+// deployed, never a thread's preview, and ErrNoVersion before the first publish.
+func testLiveVersion(t *testing.T, in Instance) {
+	lv, ok := in.Target.(preview.LiveVersions)
+	prod, ok2 := in.Target.(preview.Production)
+	if !ok || !ok2 {
+		t.Skip("the target does not read its live site back")
+	}
+	ctx := context.Background()
+	site := preview.Site{Project: "acme", Thread: "t1"}
+	src := t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "draft"})
+	deploy(t, in, site, src)
+	if _, err := lv.LiveVersion(ctx, "acme"); !errors.Is(err, preview.ErrNoVersion) {
+		t.Fatalf("LiveVersion before any publish: err = %v, want ErrNoVersion", err)
+	}
+	live := t.TempDir()
+	writeTree(t, live, map[string]string{"index.html": "live home", "about/index.html": "live about"})
+	dep, err := prod.DeployProduction(ctx, "acme", live)
+	if err != nil {
+		t.Fatalf("DeployProduction: %v", err)
+	}
+	deploy(t, in, site, src) // a later preview leaves the live site alone
+	v, err := lv.LiveVersion(ctx, "acme")
+	if err != nil {
+		t.Fatalf("LiveVersion: %v", err)
+	}
+	defer v.Close()
+	if files := v.Files(); len(files) != 2 || v.ID() != dep.Version {
+		t.Errorf("LiveVersion = version %s with %d files, want version %s with 2", v.ID(), len(files), dep.Version)
+	}
+	if _, err := lv.LiveVersion(ctx, "other"); !errors.Is(err, preview.ErrNoVersion) {
+		t.Errorf("LiveVersion of a project never published: err = %v, want ErrNoVersion", err)
+	}
+	if _, err := lv.LiveVersion(ctx, "../acme"); !errors.Is(err, tenant.ErrInvalid) {
+		t.Errorf("LiveVersion of an invalid name: err = %v, want tenant.ErrInvalid", err)
+	}
 }
 
 func testDeployServes(t *testing.T, in Instance) {

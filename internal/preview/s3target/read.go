@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/webordinary/webordinary/internal/preview"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 var _ preview.Versions = (*Store)(nil)
@@ -28,4 +29,26 @@ func (s *Store) Version(ctx context.Context, site preview.Site, id string) (*pre
 		return nil, fmt.Errorf("read version %s of %s: %w", id, site, err)
 	}
 	return preview.NewVersion(m, s.opener(context.WithoutCancel(ctx), l.blobs), site.Thread, id), nil
+}
+
+var _ preview.LiveVersions = (*Store)(nil)
+
+// LiveVersion implements preview.LiveVersions: the version the project's live pointer names.
+func (s *Store) LiveVersion(ctx context.Context, project string) (*preview.Version, error) {
+	if err := tenant.ValidatePart("project", project); err != nil {
+		return nil, err
+	}
+	l := s.liveLine(project)
+	p, err := s.readPointer(ctx, l.pointers[0])
+	if err != nil {
+		return nil, err
+	}
+	if p.target == "" || p.version == 0 {
+		return nil, fmt.Errorf("%w: %s has no live site", preview.ErrNoVersion, project)
+	}
+	m, err := s.manifest(ctx, p.target)
+	if err != nil {
+		return nil, fmt.Errorf("read the live site of %s: %w", project, err)
+	}
+	return preview.NewVersion(m, s.opener(context.WithoutCancel(ctx), l.blobs), "", strconv.Itoa(p.version)), nil
 }
