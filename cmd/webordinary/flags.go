@@ -99,7 +99,7 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.StringVar(&w.PreviewDomain, "preview-domain", app.DefaultPreviewDomain, "preview host suffix: edit.<project>.<domain>")
 	fs.DurationVar(&w.BuildTimeout, "build-timeout", app.DefaultBuildTimeout, "bound on a site's install and build")
 	fs.StringVar(&w.ClaudeLogin, "claude-login", "", "share the Claude Code subscription login in this config directory (where `claude /login` was run, e.g. ~/.claude) with every claude agent: a read-only copy of its access token, never the refresh token or any other secret")
-	fs.StringVar(&w.AgentBaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) every project's agent talks to unless the project sets its own: claude gets ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode its model provider's baseURL; default: the vendors'")
+	fs.StringVar(&w.AgentBaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) every project's agent talks to unless the project sets its own: claude gets ANTHROPIC_BASE_URL, codex its model provider's base_url (-c), opencode its model provider's baseURL; default: the vendors'")
 	fs.DurationVar(&w.ModelRetryBudget, "model-retry-budget", pipeline.DefaultModelRetryBudget, "how long a job waits for a model service that turned its agent away (HTTP 429/529, overloaded, unreachable; its retry-after is honoured) before it fails and the owner is told; negative: no retries")
 	fs.DurationVar(&w.LeaseTTL, "lease-ttl", worker.DefaultLeaseTTL, "tenant lease time to live; a crashed worker's tenants move after about this long")
 	fs.DurationVar(&w.IdleRelease, "idle-release", worker.DefaultIdleRelease, "release a tenant after this long without jobs")

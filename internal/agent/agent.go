@@ -69,8 +69,9 @@ type Spec struct {
 	// credentials), besides the built-in allowlist.
 	PassEnv []string
 	// BaseURL points the agent at a model API endpoint (a gateway or proxy) instead of its
-	// vendor's; empty: the vendor's. claude: ANTHROPIC_BASE_URL; codex: OPENAI_BASE_URL (its
-	// built-in OpenAI provider, Responses API); opencode: the baseURL option of the model's
+	// vendor's; empty: the vendor's. claude: ANTHROPIC_BASE_URL; codex: a model provider of
+	// its own in -c overrides (base_url, Responses API, key in OPENAI_API_KEY; codex ignores
+	// OPENAI_BASE_URL); opencode: the baseURL option of the model's
 	// provider ("openai/gpt-5" → openai; without a model: openai and anthropic), given inline
 	// (OPENCODE_CONFIG_CONTENT); command: WO_MODEL_BASE_URL. No config file is written.
 	BaseURL string
