@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -62,7 +63,7 @@ func responsesTurn(req responsesRequest) (instruction string, done int) {
 }
 
 func openaiError(status int) any {
-	return map[string]any{"error": map[string]any{"message": "modelmock: scripted failure (status " + http.StatusText(status) + ")",
+	return map[string]any{"error": map[string]any{"message": "modelmock: scripted failure (status " + strconv.Itoa(status) + ")",
 		"type": "rate_limit_exceeded", "code": "rate_limit_exceeded"}}
 }
 
