@@ -142,8 +142,9 @@ type Result struct {
 	Error string
 	// Setup, for a run that is not OK, says why it failed for a reason of the machine's setup,
 	// not of the instruction: a program not found or not executable (exit status 127 or 126:
-	// not installed, or not visible in the sandbox), or, for kind command, a dependency not
-	// installed. Running it again, however the owner words the change, fails the same way.
+	// not installed, or not visible in the sandbox), or a dependency not installed (kind
+	// command, or an agent CLI whose launcher failed before its first event: "Missing optional
+	// dependency"). Running it again, however the owner words the change, fails the same way.
 	Setup string
 	// OutputTail is the last ~4 KiB of raw output (stdout and stderr).
 	OutputTail string
