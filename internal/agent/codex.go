@@ -41,6 +41,7 @@ func codexArgs(spec Spec, req Request) []string {
 		sandbox = "danger-full-access"
 	}
 	args := []string{"exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox}
+	args = append(args, codexQuiet...)
 	args = append(args, codexProvider(spec.BaseURL)...)
 	if spec.Model != "" {
 		args = append(args, "--model", spec.Model)
@@ -50,6 +51,11 @@ func codexArgs(spec Spec, req Request) []string {
 	}
 	return append(args, "-")
 }
+
+// codexQuiet turns off what codex reaches for at every start besides the model: the update
+// check (GitHub) and analytics (chatgpt.com). A sandboxed job's network reaches neither, and
+// each refusal is a line in the job's report.
+var codexQuiet = []string{"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false"}
 
 // codexRetries bounds codex's own retries of a model request and of a dropped stream, as
 // CLAUDE_CODE_MAX_RETRIES does claude's: a model service that stays busy ends the run, and
