@@ -85,8 +85,10 @@ func setupRealCLI(t *testing.T, c cliCase) (*fixture, *modelmock.Server) {
 	t.Setenv("OPENAI_API_KEY", realOpenAIKey)
 	mock := modelmock.Start()
 	t.Cleanup(mock.Close)
+	// opencode, under the default job limits on a loaded 2-core machine, starts in minutes
+	// and prints nothing while it retries: the watchdogs leave it that.
 	f := setupConfig(t, site, func(p *project.Project) {
-		p.Agent = project.AgentSpec{Kind: c.kind, Command: bin, Model: c.model, WallClock: 5 * time.Minute, NoOutput: 4 * time.Minute}
+		p.Agent = project.AgentSpec{Kind: c.kind, Command: bin, Model: c.model, WallClock: 12 * time.Minute, NoOutput: 8 * time.Minute}
 	}, func(cfg *pipelineConfig) {
 		proxy, err := egress.New(egress.Config{})
 		if err != nil {
