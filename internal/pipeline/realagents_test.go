@@ -53,6 +53,8 @@ type cliCase struct {
 	base string
 	// edit is the script of tool calls that replace old with new in the file at path.
 	edit func(path, old, new string) string
+	// limits are the project's job limits ("": the defaults).
+	limits string
 }
 
 func toolCall(name string, input map[string]string) string {
@@ -72,7 +74,12 @@ var cliCases = []cliCase{
 	{kind: "opencode", bin: "opencode", model: "anthropic/claude-sonnet-4-5", base: "/v1", edit: func(path, old, new string) string {
 		return toolCall("read", map[string]string{"filePath": path}) +
 			toolCall("edit", map[string]string{"filePath": path, "oldString": old, "newString": new})
-	}},
+	},
+		// opencode is a Bun binary: under the default mem=2GiB (RLIMIT_DATA, which counts the
+		// JavaScript engine's reservations) it runs about three times slower and may die with
+		// "RangeError: Out of memory", which the platform reports as the job's memory limit.
+		// A limit on what a job really uses (a cgroup's memory.max) would not need this.
+		limits: "mem=8GiB"},
 }
 
 // setupRealCLI is a pipeline whose project runs the real CLI c, sandboxed as by default (the
@@ -85,10 +92,11 @@ func setupRealCLI(t *testing.T, c cliCase) (*fixture, *modelmock.Server) {
 	t.Setenv("OPENAI_API_KEY", realOpenAIKey)
 	mock := modelmock.Start()
 	t.Cleanup(mock.Close)
-	// opencode, under the default job limits on a loaded 2-core machine, starts in minutes
-	// and prints nothing while it retries: the watchdogs leave it that.
+	// opencode on a loaded 2-core machine starts in minutes and prints nothing while it
+	// retries: the watchdogs leave it that.
 	f := setupConfig(t, site, func(p *project.Project) {
 		p.Agent = project.AgentSpec{Kind: c.kind, Command: bin, Model: c.model, WallClock: 12 * time.Minute, NoOutput: 8 * time.Minute}
+		p.JobLimits = c.limits
 	}, func(cfg *pipelineConfig) {
 		proxy, err := egress.New(egress.Config{})
 		if err != nil {
