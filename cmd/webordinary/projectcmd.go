@@ -78,7 +78,7 @@ func projectFlags(fs *flag.FlagSet, p *project.Project) {
 	fs.Float64Var(&p.Agent.MaxBudgetUSD, "max-budget-usd", 2, "agent spending limit per job, in US dollars at list prices: claude's own flag, and the egress proxy refuses any agent's model calls past it")
 	fs.DurationVar(&p.Agent.WallClock, "agent-timeout", 30*time.Minute, "stop an agent run after this long")
 	fs.DurationVar(&p.Agent.NoOutput, "agent-silence", 10*time.Minute, "stop an agent that prints nothing for this long")
-	fs.StringVar(&p.Agent.BaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) for this project's agent: claude ANTHROPIC_BASE_URL, codex OPENAI_BASE_URL, opencode the model provider's baseURL; default: the server's worker.agent_base_url, else the vendor's")
+	fs.StringVar(&p.Agent.BaseURL, "agent-base-url", "", "model API endpoint (gateway or proxy) for this project's agent: claude ANTHROPIC_BASE_URL, codex its model provider's base_url (-c), opencode the model provider's baseURL; default: the server's worker.agent_base_url, else the vendor's")
 	fs.StringVar(&p.InterruptPolicy, "interrupt-policy", "", "a new instruction on a thread interrupts that thread's running job (interrupt) or waits (queue); default: the server's serve.interrupt_policy")
 	fs.StringVar(&p.AttachmentsDir, "attachments-dir", "public/attachments", "where attachments land in the repository")
 	fs.IntVar(&p.RepairTurns, "repair-turns", 1, "agent turns to fix a failed build")

@@ -69,8 +69,9 @@ type Spec struct {
 	// credentials), besides the built-in allowlist.
 	PassEnv []string
 	// BaseURL points the agent at a model API endpoint (a gateway or proxy) instead of its
-	// vendor's; empty: the vendor's. claude: ANTHROPIC_BASE_URL; codex: OPENAI_BASE_URL (its
-	// built-in OpenAI provider, Responses API); opencode: the baseURL option of the model's
+	// vendor's; empty: the vendor's. claude: ANTHROPIC_BASE_URL; codex: a model provider of
+	// its own in -c overrides (base_url, Responses API, key in OPENAI_API_KEY; codex ignores
+	// OPENAI_BASE_URL); opencode: the baseURL option of the model's
 	// provider ("openai/gpt-5" → openai; without a model: openai and anthropic), given inline
 	// (OPENCODE_CONFIG_CONTENT); command: WO_MODEL_BASE_URL. No config file is written.
 	BaseURL string
@@ -141,8 +142,9 @@ type Result struct {
 	Error string
 	// Setup, for a run that is not OK, says why it failed for a reason of the machine's setup,
 	// not of the instruction: a program not found or not executable (exit status 127 or 126:
-	// not installed, or not visible in the sandbox), or, for kind command, a dependency not
-	// installed. Running it again, however the owner words the change, fails the same way.
+	// not installed, or not visible in the sandbox), or a dependency not installed (kind
+	// command, or an agent CLI whose launcher failed before its first event: "Missing optional
+	// dependency"). Running it again, however the owner words the change, fails the same way.
 	Setup string
 	// OutputTail is the last ~4 KiB of raw output (stdout and stderr).
 	OutputTail string

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -25,17 +26,23 @@ func (codex) invoke(spec Spec, req Request) (invocation, parser) {
 	if req.ConfigDir != "" {
 		env = append(env, "CODEX_HOME="+req.ConfigDir)
 	}
-	if spec.BaseURL != "" {
-		env = append(env, "OPENAI_BASE_URL="+spec.BaseURL) // the built-in openai provider reads it
-	}
 	inv := invocation{args: codexArgs(spec, req), stdin: withSystemPrompt(req), env: env}
 	return inv, &codexParser{session: req.Session}
 }
 
 // codexArgs puts exec's own options before the resume subcommand, where every codex version
-// accepts them.
+// accepts them. In the platform's sandbox (req.Jail) codex runs without one of its own: its
+// bubblewrap cannot start inside ours ("bwrap: execvp codex-linux-sandbox"), and ours is the
+// job's. Unsandboxed, codex's own keeps it to the working tree. codex exec never asks for
+// approval.
 func codexArgs(spec Spec, req Request) []string {
-	args := []string{"exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write"}
+	sandbox := "workspace-write"
+	if req.Jail.Active() {
+		sandbox = "danger-full-access"
+	}
+	args := []string{"exec", "--json", "--skip-git-repo-check", "--sandbox", sandbox}
+	args = append(args, codexQuiet...)
+	args = append(args, codexProvider(spec.BaseURL)...)
 	if spec.Model != "" {
 		args = append(args, "--model", spec.Model)
 	}
@@ -43,6 +50,42 @@ func codexArgs(spec Spec, req Request) []string {
 		args = append(args, "resume", req.Session)
 	}
 	return append(args, "-")
+}
+
+// codexQuiet turns off what codex reaches for at every start besides the model: the update
+// check (GitHub) and analytics (chatgpt.com). A sandboxed job's network reaches neither, and
+// each refusal is a line in the job's report.
+var codexQuiet = []string{"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false"}
+
+// codexRetries bounds codex's own retries of a model request and of a dropped stream, as
+// CLAUDE_CODE_MAX_RETRIES does claude's: a model service that stays busy ends the run, and
+// the platform decides whether to run it again (agent.Result.ModelBusy).
+const codexRetries = 2
+
+// codexProvider points codex at base with config overrides (-c, which win over the tenant's
+// config.toml): a model provider of its own speaking the Responses API over HTTP, with the key
+// in OPENAI_API_KEY. Codex ignores OPENAI_BASE_URL, and its built-in provider retries an
+// unreachable endpoint without end. None when base is empty: codex's own configuration.
+func codexProvider(base string) []string {
+	if base == "" {
+		return nil
+	}
+	const p = "model_providers.webordinary."
+	kv := []string{"model_provider=" + tomlString("webordinary"),
+		p + "name=" + tomlString("webordinary"), p + "base_url=" + tomlString(base),
+		p + "env_key=" + tomlString("OPENAI_API_KEY"), p + "wire_api=" + tomlString("responses"),
+		p + "supports_websockets=false",
+		p + "request_max_retries=" + strconv.Itoa(codexRetries), p + "stream_max_retries=" + strconv.Itoa(codexRetries)}
+	var args []string
+	for _, o := range kv {
+		args = append(args, "-c", o)
+	}
+	return args
+}
+
+// tomlString is s as a TOML basic string.
+func tomlString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 
 // codexEvent is the part of a codex exec --json line the adapter reads.

@@ -15,6 +15,13 @@ var _ adapter = opencode{}
 // Spec.PassEnv.
 var opencodeEnv = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY"}
 
+// opencodeQuiet turns off what opencode fetches for itself at every start besides the model
+// calls: its model catalogue (it has one built in), updates, sharing and language servers.
+// A sandboxed job's network reaches none of them, and each refusal is a wait and a line in the
+// job's report.
+var opencodeQuiet = []string{"OPENCODE_DISABLE_MODELS_FETCH=true", "OPENCODE_DISABLE_AUTOUPDATE=true",
+	"OPENCODE_DISABLE_SHARE=true", "OPENCODE_DISABLE_LSP_DOWNLOAD=true"}
+
 func (opencode) program(spec Spec) (string, string) {
 	return binaryOr(spec, "opencode"), "install opencode (npm install -g opencode-ai) " +
 		"or set the agent command to the path of the opencode binary"
@@ -31,6 +38,7 @@ func (opencode) invoke(spec Spec, req Request) (invocation, parser) {
 	if req.ConfigDir != "" {
 		env = append(env, "XDG_DATA_HOME="+req.ConfigDir) // sessions live in $XDG_DATA_HOME/opencode
 	}
+	env = append(env, opencodeQuiet...)
 	if spec.BaseURL != "" {
 		env = append(env, "OPENCODE_CONFIG_CONTENT="+opencodeBaseURLConfig(spec))
 	}

@@ -25,6 +25,7 @@ type sink struct {
 	live    io.Writer
 	parser  parser
 	streams []*lineWriter
+	events  int          // stdout lines that look like an event (a JSON object)
 	last    atomic.Int64 // unix nanoseconds of the last output
 }
 
@@ -85,6 +86,9 @@ func (s *sink) emit(line []byte, parse, truncated bool) {
 		_, _ = s.live.Write(append(line, '\n'))
 	}
 	if parse && !truncated {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' {
+			s.events++
+		}
 		s.parser.line(line)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
 // parseFixture feeds a recorded output file to p line by line and judges it.
@@ -100,6 +102,7 @@ func TestArgs(t *testing.T) {
 	full := Spec{Model: "m1", MaxTurns: 7, MaxBudgetUSD: 2.5}
 	newReq := Request{Prompt: "p", SystemPrompt: "rules"}
 	resume := Request{Prompt: "p", Session: "s1", Resume: true}
+	jailed := Request{Prompt: "p", Jail: jailForArgs(t)}
 	tests := []struct {
 		name string
 		got  []string
@@ -110,9 +113,15 @@ func TestArgs(t *testing.T) {
 		{"claude resume", claudeArgs(Spec{}, resume, "s1"),
 			"-p --output-format stream-json --verbose --permission-mode acceptEdits --resume s1"},
 		{"codex new", codexArgs(full, newReq),
-			"exec --json --skip-git-repo-check --sandbox workspace-write --model m1 -"},
+			"exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false --model m1 -"},
 		{"codex resume", codexArgs(Spec{}, resume),
-			"exec --json --skip-git-repo-check --sandbox workspace-write resume s1 -"},
+			"exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false resume s1 -"},
+		{"codex in the platform's sandbox, at a gateway", codexArgs(Spec{BaseURL: "http://127.0.0.1:9/openai/v1"}, jailed),
+			"exec --json --skip-git-repo-check --sandbox danger-full-access -c check_for_update_on_startup=false -c analytics.enabled=false -c model_provider=\"webordinary\" " +
+				"-c model_providers.webordinary.name=\"webordinary\" -c model_providers.webordinary.base_url=\"http://127.0.0.1:9/openai/v1\" " +
+				"-c model_providers.webordinary.env_key=\"OPENAI_API_KEY\" -c model_providers.webordinary.wire_api=\"responses\" " +
+				"-c model_providers.webordinary.supports_websockets=false -c model_providers.webordinary.request_max_retries=2 " +
+				"-c model_providers.webordinary.stream_max_retries=2 -"},
 		{"opencode new", opencodeArgs(full, newReq), "run --format json --model m1"},
 		{"opencode resume", opencodeArgs(Spec{}, resume), "run --format json --session s1"},
 	}
@@ -193,7 +202,7 @@ func TestBaseURL(t *testing.T) {
 		want string
 	}{
 		{"claude", claude{}, Spec{BaseURL: url}, "ANTHROPIC_BASE_URL=" + url},
-		{"codex", codex{}, Spec{BaseURL: url}, "OPENAI_BASE_URL=" + url},
+		{"codex", codex{}, Spec{BaseURL: url}, `model_providers.webordinary.base_url="` + url + `"`},
 		{"opencode, model's provider", opencode{}, Spec{BaseURL: url, Model: "openai/gpt-5"},
 			`OPENCODE_CONFIG_CONTENT={"provider":{"openai":{"options":{"baseURL":"` + url + `"}}}}`},
 		{"opencode, no model", opencode{}, Spec{BaseURL: url},
@@ -204,11 +213,11 @@ func TestBaseURL(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			inv, _ := tt.ad.invoke(tt.spec, req)
-			if !slices.Contains(inv.env, tt.want) {
-				t.Errorf("env %q lacks %q", inv.env, tt.want)
+			if !slices.Contains(inv.env, tt.want) && !slices.Contains(inv.args, tt.want) {
+				t.Errorf("env %q and args %q lack %q", inv.env, inv.args, tt.want)
 			}
 			none, _ := tt.ad.invoke(Spec{Command: "true"}, req)
-			for _, kv := range none.env {
+			for _, kv := range slices.Concat(none.env, none.args) {
 				if strings.Contains(kv, "BASE_URL") || strings.Contains(kv, "baseURL") {
 					t.Errorf("without BaseURL, env has %q", kv)
 				}
@@ -218,4 +227,15 @@ func TestBaseURL(t *testing.T) {
 	if err := validate(Spec{Kind: KindCodex, BaseURL: "gateway:4000"}, Request{Dir: "/d"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a base URL without scheme: %v; want ErrInvalid", err)
 	}
+}
+
+// jailForArgs is an active jail (only its being active matters to the adapters' arguments);
+// it skips the test where bubblewrap cannot run.
+func jailForArgs(t *testing.T) *sandbox.Jail {
+	t.Helper()
+	sb, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired})
+	if err != nil {
+		t.Skipf("SKIPPED: no sandbox for the sandboxed arguments: %v", err)
+	}
+	return sb.Jail(sandbox.Spec{})
 }

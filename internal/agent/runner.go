@@ -76,7 +76,10 @@ func judge(ctx context.Context, spec Spec, out *sink, ex exit, d time.Duration) 
 		res.OK, res.Error = false, "waiting for the agent failed: "+ex.err.Error()
 	}
 	ex.reason.apply(ctx, spec, &res)
-	res.Setup = setupFailure(res, spec.Kind == KindCommand)
+	out.mu.Lock()
+	own := spec.Kind == KindCommand || out.events == 0 // no event: the output is the launcher's
+	out.mu.Unlock()
+	res.Setup = setupFailure(res, own)
 	return res
 }
 

@@ -14,8 +14,10 @@ var missingDependency = []string{"Missing optional dependency", "ModuleNotFoundE
 	"Cannot find module '", "error while loading shared libraries"}
 
 // setupFailure is Result.Setup for a finished run: why it failed for a reason of the
-// machine's setup, or "". own says the output is the program's own (kind command); the other
-// kinds' output also carries what their tools printed, so only the exit status counts there.
+// machine's setup, or "". own says the output is the program's own: kind command's, or an
+// agent CLI's that printed no event (its npm launcher's: "Missing optional dependency
+// @openai/codex-linux-x64"). Once an agent started, its output also carries what its tools
+// printed, so only the exit status counts there.
 func setupFailure(res Result, own bool) string {
 	if res.OK || res.Interrupted || res.TimedOut != "" {
 		return ""

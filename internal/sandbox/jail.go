@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,12 +151,19 @@ func programPath(cmd *exec.Cmd) (string, error) {
 }
 
 // programBinds makes the program visible, read-only, when it lives outside the toolchain (a
-// test binary, `go run`'s build of webordinary itself for the demo agent). A program the job's
-// user cannot reach (under a 0700 directory) is bound from a copy (see visibleCopy).
+// test binary, `go run`'s build of webordinary itself for the demo agent). A program installed
+// by npm brings its whole node_modules tree (see packageTree). A program the job's user cannot
+// reach (under a 0700 directory) is bound from a copy (see visibleCopy).
 func (s *Sandbox) programBinds(prog string) []string {
 	var out []string
 	for _, p := range []string{prog, resolved(prog)} {
 		if p == "" || s.covered(p) {
+			continue
+		}
+		if tree := packageTree(p); tree != "" && s.reachable(tree) == nil {
+			if !slices.Contains(out, tree) {
+				out = append(out, "--ro-bind", tree, tree)
+			}
 			continue
 		}
 		src := p
@@ -169,6 +177,18 @@ func (s *Sandbox) programBinds(prog string) []string {
 		out = append(out, "--ro-bind", src, p)
 	}
 	return out
+}
+
+// packageTree is the outermost node_modules directory p lies in, "" when none. A program
+// npm installed needs the files of its package and of the packages beside it: the agent CLIs'
+// launchers run a native binary from an optional dependency (@openai/codex-linux-x64), and
+// node resolves a link in node_modules/.bin to its package only where the link is a link.
+func packageTree(p string) string {
+	i := strings.Index(p, "/node_modules/")
+	if i < 0 {
+		return ""
+	}
+	return p[:i+len("/node_modules")]
 }
 
 func (j *Jail) binds() []string {
