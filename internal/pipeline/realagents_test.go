@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent/modelmock"
+	"github.com/webordinary/webordinary/internal/cgroup"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/failure"
 	"github.com/webordinary/webordinary/internal/project"
@@ -53,8 +54,9 @@ type cliCase struct {
 	base string
 	// edit is the script of tool calls that replace old with new in the file at path.
 	edit func(path, old, new string) string
-	// limits are the project's job limits ("": the defaults).
-	limits string
+	// rlimitsOnly are the project's job limits where no control group can be made (else and
+	// when "": the defaults).
+	rlimitsOnly string
 }
 
 func toolCall(name string, input map[string]string) string {
@@ -75,11 +77,11 @@ var cliCases = []cliCase{
 		return toolCall("read", map[string]string{"filePath": path}) +
 			toolCall("edit", map[string]string{"filePath": path, "oldString": old, "newString": new})
 	},
-		// opencode is a Bun binary: under the default mem=2GiB (RLIMIT_DATA, which counts the
-		// JavaScript engine's reservations) it runs about three times slower and may die with
-		// "RangeError: Out of memory", which the platform reports as the job's memory limit.
-		// A limit on what a job really uses (a cgroup's memory.max) would not need this.
-		limits: "mem=8GiB"},
+		// opencode is a Bun binary: without control groups the default mem=2GiB is RLIMIT_DATA,
+		// which counts the JavaScript engine's reservations, and it runs about three times
+		// slower and may die with "RangeError: Out of memory". A group's memory.max bounds what
+		// it really uses, and the defaults hold.
+		rlimitsOnly: "mem=8GiB"},
 }
 
 // setupRealCLI is a pipeline whose project runs the real CLI c, sandboxed as by default (the
@@ -96,7 +98,9 @@ func setupRealCLI(t *testing.T, c cliCase) (*fixture, *modelmock.Server) {
 	// retries: the watchdogs leave it that.
 	f := setupConfig(t, site, func(p *project.Project) {
 		p.Agent = project.AgentSpec{Kind: c.kind, Command: bin, Model: c.model, WallClock: 12 * time.Minute, NoOutput: 8 * time.Minute}
-		p.JobLimits = c.limits
+		if _, err := cgroup.Open(); err != nil {
+			p.JobLimits = c.rlimitsOnly
+		}
 	}, func(cfg *pipelineConfig) {
 		proxy, err := egress.New(egress.Config{})
 		if err != nil {
