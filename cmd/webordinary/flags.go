@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/webordinary/webordinary/internal/conf"
 )
@@ -42,6 +44,14 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
+// parseOnly, set by tests only, makes every command return errParsedOnly once its command line
+// (and, for serve and worker, their config) is read, before it acts: a test can then check
+// that the commands the docs show are accepted as written.
+var parseOnly bool
+
+// errParsedOnly is what a command returns under parseOnly.
+var errParsedOnly = errors.New("parsed only")
+
 // parseWith is parse allowing up to max positional arguments, before or after the flags.
 func parseWith(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 	var pos []string
@@ -57,8 +67,18 @@ func parseWith(fs *flag.FlagSet, args []string, max int) ([]string, error) {
 	if len(pos) > max {
 		return nil, usageError{fs.Name(), fmt.Errorf("unexpected argument %q", pos[max])}
 	}
-	return pos, applyEnv(fs)
+	if err := applyEnv(fs); err != nil {
+		return nil, err
+	}
+	if _, proc := procFlags.Load(fs); parseOnly && !proc {
+		return nil, errParsedOnly
+	}
+	return pos, nil
 }
+
+// procFlags are the flag sets of serve and worker, which read their config after the flags
+// (parseOnly stops them after that).
+var procFlags sync.Map // *flag.FlagSet → true
 
 // applyEnv sets the flags not given from their variables, but for the flags of config keys:
 // conf.Command.Apply reads those in their turn (the file < the environment < --set < flags).

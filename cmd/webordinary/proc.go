@@ -29,6 +29,7 @@ func newProcConfig(role app.Role, fs *flag.FlagSet) *procConfig {
 	p.cfg.Keys(p.set)
 	p.log.keys(p.set.Section("log"))
 	p.cmd = p.set.Bind(fs)
+	procFlags.Store(fs, true)
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -61,6 +62,9 @@ func (p *procConfig) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if err := p.cmd.Apply(os.LookupEnv); err != nil {
 		return err
+	}
+	if parseOnly {
+		return errParsedOnly
 	}
 	var err error
 	p.cfg.Logger, err = p.log.logger(os.Stderr)
