@@ -1,5 +1,6 @@
 // Package build builds a site in its workspace: it detects how (package.json → install and
-// `npm run build` → dist/, otherwise the repository is the site), installs only when the
+// `npm run build` → dist/ or Eleventy's _site/, a Hugo config → `hugo` → public/, otherwise
+// the repository is the site), installs only when the
 // lockfile changed since the last install, checks the site's Node requirement against the
 // worker's Node, and runs everything under a timeout and the reaper, keeping a log tail.
 package build
@@ -35,20 +36,48 @@ type Plan struct {
 }
 
 // Detect returns the plan for the repository at dir; command and output override detection.
-// It follows no link: a package.json that is one makes a Node site whose checks refuse it.
+// A package.json site installs and runs `npm run build` into dist/, or _site/ when it has an
+// Eleventy config; a Hugo site (hugo.toml, .yaml, .yml or .json) runs `hugo` into public/;
+// anything else is the site itself. It follows no link: a package.json that is one makes a
+// Node site whose checks refuse it.
 func Detect(dir, command, output string) Plan {
-	_, err := os.Lstat(filepath.Join(dir, "package.json"))
-	p := Plan{Node: err == nil, Command: command, OutputDir: output}
-	if p.Node && p.Command == "" {
-		p.Command = "npm run build"
-	}
-	if p.OutputDir == "" {
-		p.OutputDir = "."
-		if p.Node {
-			p.OutputDir = "dist"
+	p := Plan{Node: present(dir, "package.json")}
+	switch {
+	case p.Node:
+		p.Command, p.OutputDir = "npm run build", "dist"
+		if present(dir, eleventyConfigs...) {
+			p.OutputDir = "_site"
 		}
+	case present(dir, hugoConfigs...):
+		p.Command, p.OutputDir = "hugo", "public"
+	default:
+		p.OutputDir = "."
+	}
+	if command != "" {
+		p.Command = command
+	}
+	if output != "" {
+		p.OutputDir = output
 	}
 	return p
+}
+
+// The config files that name a site's generator (their defaults: Eleventy's _site/, Hugo's
+// public/).
+var (
+	eleventyConfigs = []string{"eleventy.config.js", "eleventy.config.mjs", "eleventy.config.cjs",
+		"eleventy.config.ts", ".eleventy.js"}
+	hugoConfigs = []string{"hugo.toml", "hugo.yaml", "hugo.yml", "hugo.json"}
+)
+
+// present reports whether any of names is an entry (of any type, never followed) of dir.
+func present(dir string, names ...string) bool {
+	for _, n := range names {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Config bounds a build.
