@@ -94,6 +94,15 @@ type Config struct {
 	// Jail, when set, runs the install sandboxed; BuildJail the build command (it may differ
 	// by having no network). Their writable paths must include the repository.
 	Jail, BuildJail *sandbox.Jail
+	// Packages, when set, is the package cache shared by all tenants: a site with a lockfile
+	// gets its packages from there (see Packages). FillEnv is the whole environment of its
+	// fill (the platform's, never the project's variables); FillJail returns the fill's jail,
+	// whose one writable path is the directory given, after giving that directory to the
+	// job's user; Own gives the job's user the files copied into its npm cache.
+	Packages *Packages
+	FillEnv  []string
+	FillJail func(dir string) (*sandbox.Jail, error)
+	Own      func(dir string) error
 }
 
 // Result is one build.
@@ -175,9 +184,14 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 			return false, nil
 		}
 	}
+	ci := "npm ci --no-audit --no-fund"
+	if cfg.Packages != nil && lock != "none" {
+		cfg.Packages.prepare(ctx, dir, lock, envValue(cfg.Env, "HOME"), cfg, log)
+		ci += " --prefer-offline" // the lockfile pins every package and its integrity
+	}
 	err = errors.New("no lockfile")
 	if lock != "none" {
-		if err = shell(ctx, dir, "npm ci --no-audit --no-fund", log, cfg.Env, cfg.Jail); err == nil {
+		if err = shell(ctx, dir, ci, log, cfg.Env, cfg.Jail); err == nil {
 			return true, writeStamp(stateDir, stamp, lock)
 		}
 		if errors.Is(err, sandbox.ErrLimit) {
@@ -192,6 +206,17 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 		return true, err
 	}
 	return true, writeStamp(stateDir, stamp, lock)
+}
+
+// envValue is the value of name in env (the last one), "" without it.
+func envValue(env []string, name string) string {
+	v := ""
+	for _, e := range env {
+		if k, val, ok := strings.Cut(e, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
 }
 
 func writeStamp(dir, path, hash string) error {

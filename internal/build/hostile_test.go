@@ -63,3 +63,31 @@ func TestSiteFilesThePlatformReadsAreHostile(t *testing.T) {
 		}
 	})
 }
+
+// TestSeedWritesOnlyInsideTheHome: the job leaves its npm cache (in its build home) as a link
+// out of the home, and a cache directory as a link to another directory; the platform's copy
+// of the shared packages writes nothing outside the home.
+func TestSeedWritesOnlyInsideTheHome(t *testing.T) {
+	t.Parallel()
+	entry, outside := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(entry, "content-v2", "sha512", "ab", "cd", "ef"), "package")
+	write(t, filepath.Join(entry, "index-v5", "12", "34", "56"), "index")
+	for name, link := range map[string]func(home string) error{
+		"the cache": func(home string) error { return os.Symlink(outside, filepath.Join(home, ".npm")) },
+		"a folder": func(home string) error {
+			if err := os.MkdirAll(filepath.Join(home, ".npm", "_cacache"), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink(outside, filepath.Join(home, ".npm", "_cacache", "content-v2"))
+		},
+	} {
+		home := t.TempDir()
+		if err := link(home); err != nil {
+			t.Fatal(err)
+		}
+		_ = seed(entry, home, nil) // an error is fine; a write outside is not
+		if left, _ := os.ReadDir(outside); len(left) > 0 {
+			t.Fatalf("%s as a link: the copy wrote %d entries outside the home", name, len(left))
+		}
+	}
+}

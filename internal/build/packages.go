@@ -1,0 +1,274 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/hostile"
+	"github.com/webordinary/webordinary/internal/sandbox"
+)
+
+// Packages is the package cache every tenant's installs share, so that a new site whose
+// lockfile another site already used installs without downloading. It is the platform's: no
+// job's jail binds it, and a job never writes into it.
+//
+// Each entry is npm's cache (_cacache) for one lockfile, named by the lockfile's hash. The
+// platform fills a missing entry with a fill: npm ci --ignore-scripts on a copy of only the
+// site's package.json and lockfile, in a jail of its own whose one writable path is a fresh
+// scratch directory, with the platform's environment (npm's default registry; never the
+// project's variables, .npmrc or scripts). So no code of any tenant runs while an entry is
+// written, and what the fill stores under the registry's addresses is what the registry
+// served. The fill's cache then becomes root's, read-only, and is renamed into place.
+//
+// A job's install gets a copy: the platform copies the entry into the tenant's own npm cache
+// (its build home, through os.Root, creating only files that are not there) and gives the
+// copies to the job's user; npm ci then runs with --prefer-offline and checks every package
+// against the lockfile's integrity as always. A tenant can spoil only its own copy.
+type Packages struct {
+	// Dir holds the entries. Jobs' users must be able to enter it (the fill's scratch
+	// directory is inside), and no jail may bind it.
+	Dir string
+	// MaxBytes bounds the entries' total size; the least recently used go first. Default 4 GiB.
+	MaxBytes int64
+}
+
+// fillCommand downloads a lockfile's packages into the scratch cache without running any of
+// their scripts.
+const fillCommand = "npm ci --ignore-scripts --no-audit --no-fund --cache ../cache"
+
+// entry is the directory of the lockfile with hash lock ("sha256:..." from lockHash).
+func (p *Packages) entry(lock string) string {
+	return filepath.Join(p.Dir, strings.ReplaceAll(lock, ":", "-"))
+}
+
+// prepare makes sure the cache has an entry for the site's lockfile (filling it when
+// missing) and copies it into the npm cache under home. What fails is logged and left to the
+// ordinary install, which then downloads.
+func (p *Packages) prepare(ctx context.Context, dir, lock, home string, cfg Config, log *tail) {
+	if lock == "none" {
+		return
+	}
+	entry := p.entry(lock)
+	if _, err := os.Stat(entry); err != nil {
+		start := time.Now()
+		if err := p.fill(ctx, dir, entry, cfg, log); err != nil {
+			fmt.Fprintf(log, "\nwebordinary: the shared package cache was not filled (%v); installing from the registry\n", err)
+			return
+		}
+		fmt.Fprintf(log, "\nwebordinary: shared package cache filled in %v\n", time.Since(start).Round(time.Millisecond))
+		p.evict(entry)
+	}
+	now := time.Now()
+	_ = os.Chtimes(entry, now, now) // recently used
+	if err := seed(entry, home, cfg.Own); err != nil {
+		fmt.Fprintf(log, "\nwebordinary: the shared package cache was not copied (%v); installing from the registry\n", err)
+	}
+}
+
+// fill runs the fill for the site at dir and moves its cache to entry.
+func (p *Packages) fill(ctx context.Context, dir, entry string, cfg Config, log *tail) error {
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return err
+	}
+	scratch, err := os.MkdirTemp(p.Dir, ".fill-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	if err := os.Chmod(scratch, 0o755); err != nil {
+		return err
+	}
+	site := filepath.Join(scratch, "site")
+	if err := copyManifests(ctx, dir, site); err != nil {
+		return err
+	}
+	for _, d := range []string{"home", "cache"} {
+		if err := os.Mkdir(filepath.Join(scratch, d), 0o755); err != nil {
+			return err
+		}
+	}
+	var jail *sandbox.Jail
+	if cfg.FillJail != nil {
+		if jail, err = cfg.FillJail(scratch); err != nil {
+			return err
+		}
+	}
+	env := append(slices.Clone(cfg.FillEnv), "HOME="+filepath.Join(scratch, "home"))
+	if err := shell(ctx, site, fillCommand, log, env, jail); err != nil {
+		return err
+	}
+	cache := filepath.Join(scratch, "cache", "_cacache")
+	if err := seal(cache); err != nil {
+		return err
+	}
+	if err := os.Rename(cache, entry); err != nil && !errors.Is(err, fs.ErrExist) && !isNotEmpty(err) {
+		return err
+	}
+	return nil
+}
+
+// copyManifests copies the site's package.json and lockfile, read from the job's tree, into
+// a new directory site: the fill sees nothing else of the site (no .npmrc, no scripts).
+func copyManifests(ctx context.Context, dir, site string) error {
+	tree, err := hostile.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer tree.Close()
+	if err := os.Mkdir(site, 0o755); err != nil {
+		return err
+	}
+	for name, max := range map[string]int64{"package.json": maxManifest, "package-lock.json": maxLockfile, "npm-shrinkwrap.json": maxLockfile} {
+		data, err := tree.ReadFile(ctx, name, max)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(site, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seal makes the fill's cache root's and read-only, keeping only directories and regular
+// files (npm's cache holds nothing else).
+func seal(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch t := d.Type(); {
+		case t.IsDir():
+			if err := os.Lchown(p, 0, 0); err != nil && os.Geteuid() == 0 {
+				return err
+			}
+			return os.Chmod(p, 0o755)
+		case t.IsRegular():
+			if err := os.Lchown(p, 0, 0); err != nil && os.Geteuid() == 0 {
+				return err
+			}
+			return os.Chmod(p, 0o444)
+		default:
+			return os.Remove(p)
+		}
+	})
+}
+
+func isNotEmpty(err error) bool { return strings.Contains(err.Error(), "directory not empty") }
+
+// seed copies entry into the npm cache under home (home/.npm/_cacache), through os.Root so
+// that nothing the job left there (links) leads the platform's writes elsewhere, creating
+// only files that are not there yet; own then gives the job's user what was written.
+func seed(entry, home string, own func(string) error) error {
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	const dest = ".npm/_cacache"
+	err = filepath.WalkDir(entry, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(entry, p)
+		to := filepath.Join(dest, rel)
+		if d.IsDir() {
+			return root.MkdirAll(to, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		return copyNew(root, p, to)
+	})
+	if err != nil {
+		return err
+	}
+	if own != nil {
+		return own(filepath.Join(home, ".npm"))
+	}
+	return nil
+}
+
+// copyNew copies the file at from to name in root unless something is already there.
+func copyNew(root *os.Root, from, name string) error {
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(from)
+	if err != nil {
+		out.Close()
+		return err
+	}
+	defer in.Close()
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
+}
+
+// evict removes the least recently used entries, never keep, until the rest fit MaxBytes.
+func (p *Packages) evict(keep string) {
+	max := p.MaxBytes
+	if max == 0 {
+		max = 4 << 30
+	}
+	dirs, _ := os.ReadDir(p.Dir)
+	type use struct {
+		path string
+		size int64
+		at   time.Time
+	}
+	var uses []use
+	var total int64
+	for _, d := range dirs {
+		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		path := filepath.Join(p.Dir, d.Name())
+		fi, err := d.Info()
+		if err != nil {
+			continue
+		}
+		u := use{path: path, size: dirSize(path), at: fi.ModTime()}
+		uses, total = append(uses, u), total+u.size
+	}
+	sort.Slice(uses, func(i, j int) bool { return uses[i].at.Before(uses[j].at) })
+	for _, u := range uses {
+		if total <= max {
+			return
+		}
+		if u.path != keep && os.RemoveAll(u.path) == nil {
+			total -= u.size
+		}
+	}
+}
+
+// Size is the shared cache's size in bytes (for /metrics).
+func (p *Packages) Size() int64 { return dirSize(p.Dir) }
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
