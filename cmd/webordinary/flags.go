@@ -114,6 +114,7 @@ func registerWorker(fs *flag.FlagSet, w *app.Worker, defaultWorkers int) {
 	fs.StringVar(&w.JobLimits, "job-limits", "", "bound every sandboxed job: any of mem=2GiB (per process), procs=256, cpu=10m (per process; default: none beyond the timeouts), disk=2GiB (workspace+state+home, checked after each process), tmp=512MiB (/tmp); unset ones take these defaults, \"off\" lifts one; a project's own --job-limits win")
 	fs.Var((*listFlag)(&w.EgressAllow), "egress-allow", "HOST, HOST:PORT, *.DOMAIN or * (any public host) every sandboxed job may reach besides the npm registry, its remote's git host and the model APIs (repeatable)")
 	fs.StringVar(&w.Shots, "shots", "", "directory for the pictures of each job's change; each machine's own with --previews engine or S3 (they travel through the engine), else shared by workers and serve like --previews (default <data>/shots)")
+	fs.StringVar(&w.Packages, "packages", "", `directory of the package cache all sites' installs share: a new site whose lockfile another site used installs from it (filled by the platform, copied into each site's npm cache; no job writes it); "off" shares nothing (default <data>/packages)`)
 	fs.StringVar(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`)
 	fs.IntVar(&w.ShotPages, "shot-pages", shots.DefaultPages, "pages pictured per job, most relevant first")
 	fs.DurationVar(&w.ShotBudget, "shot-budget", shots.DefaultPageBudget, "time budget of one picture; a page that takes longer gets none")

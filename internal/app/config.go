@@ -253,6 +253,10 @@ type Worker struct {
 	// pages; shared like Previews, unless previews live in the engine or S3 (pictures then
 	// travel through the engine's blob store "shots"). Default <Data>/shots.
 	Shots string
+	// Packages is the package cache all tenants' installs share (see build.Packages): filled
+	// by the platform, copied into a new site's npm cache so that its first install does not
+	// download what another site already did. Default <Data>/packages; "off" shares nothing.
+	Packages string
 	// Chromium is the headless browser that takes them: "" finds the system's, "off" takes
 	// none.
 	Chromium string
@@ -619,11 +623,11 @@ func (w *Worker) absolute(data string) {
 	for _, d := range []struct {
 		p    *string
 		name string
-	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}} {
+	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}, {&w.Packages, "packages"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
 		}
-		if d.p == &w.Previews && *d.p == PreviewsEngine {
+		if d.p == &w.Previews && *d.p == PreviewsEngine || d.p == &w.Packages && *d.p == PackagesOff {
 			continue
 		}
 		if abs, err := filepath.Abs(*d.p); err == nil {
@@ -631,6 +635,9 @@ func (w *Worker) absolute(data string) {
 		}
 	}
 }
+
+// PackagesOff as Worker.Packages shares no package cache between tenants.
+const PackagesOff = "off"
 
 func (w Worker) sandboxIDs() (uid, gid int) {
 	uid, gid = w.SandboxUID, w.SandboxGID
