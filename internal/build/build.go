@@ -185,9 +185,14 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 		}
 	}
 	ci := "npm ci --no-audit --no-fund"
-	if cfg.Packages != nil && lock != "none" {
-		cfg.Packages.prepare(ctx, dir, lock, envValue(cfg.Env, "HOME"), cfg, log)
-		ci += " --prefer-offline" // the lockfile pins every package and its integrity
+	if p := cfg.Packages; p != nil && lock != "none" {
+		if p.seed(lock, envValue(cfg.Env, "HOME"), cfg, log) {
+			ci += " --prefer-offline" // the lockfile pins every package and its integrity
+		} else {
+			var filled sync.WaitGroup
+			filled.Go(func() { p.fill(ctx, dir, lock, cfg, log) })
+			defer filled.Wait()
+		}
 	}
 	err = errors.New("no lockfile")
 	if lock != "none" {

@@ -91,3 +91,27 @@ func TestSeedWritesOnlyInsideTheHome(t *testing.T) {
 		}
 	}
 }
+
+// TestFillTakesOnlyRegistryPackagesFromTheLockfile: the job writes the lockfile the fill reads;
+// names or versions that npm would read as options or other sources, and packages from
+// elsewhere, never reach the fill's command line.
+func TestFillTakesOnlyRegistryPackagesFromTheLockfile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "package-lock.json"), `{"lockfileVersion":3,"packages":{"":{"name":"s"},
+"node_modules/is-number":{"version":"7.0.0","integrity":"sha512-x"},
+"node_modules/a/node_modules/@scope/b":{"version":"1.2.3-beta.1","integrity":"sha512-x","resolved":"https://registry.npmjs.org/@scope/b/-/b-1.2.3-beta.1.tgz"},
+"node_modules/--registry=http://evil":{"version":"1.0.0","integrity":"sha512-x"},
+"node_modules/c":{"version":"1.0.0 --registry=http://evil","integrity":"sha512-x"},
+"node_modules/d":{"version":"1.0.0","integrity":"sha512-x","resolved":"https://evil.example/d.tgz"},
+"node_modules/e":{"version":"1.0.0","integrity":"sha512-x","resolved":"git+ssh://git@evil.example/e.git"},
+"node_modules/f":{"version":"1.0.0","link":true,"resolved":"../f"},
+"node_modules/g":{"name":"$(touch /tmp/x)","version":"1.0.0","integrity":"sha512-x"}}}`)
+	specs, err := lockedSpecs(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "@scope/b@1.2.3-beta.1 is-number@7.0.0"; strings.Join(specs, " ") != want {
+		t.Fatalf("specs %q, want %s", specs, want)
+	}
+}

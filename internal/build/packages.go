@@ -1,13 +1,16 @@
 package build
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -22,17 +25,19 @@ import (
 // job's jail binds it, and a job never writes into it.
 //
 // Each entry is npm's cache (_cacache) for one lockfile, named by the lockfile's hash. The
-// platform fills a missing entry with a fill: npm ci --ignore-scripts on a copy of only the
-// site's package.json and lockfile, in a jail of its own whose one writable path is a fresh
-// scratch directory, with the platform's environment (npm's default registry; never the
-// project's variables, .npmrc or scripts). So no code of any tenant runs while an entry is
-// written, and what the fill stores under the registry's addresses is what the registry
-// served. The fill's cache then becomes root's, read-only, and is renamed into place.
+// platform fills a missing entry while the site's own install runs (which downloads as
+// before): `npm cache add name@version...` for the lockfile's packages from npm's registry
+// (names and versions checked, nothing else of the lockfile or the site used), in a jail of its
+// own whose one writable path is a fresh scratch directory, with the platform's environment
+// (never the project's variables, .npmrc or registry). Nothing is unpacked and no tenant code
+// runs while an entry is written, so what it holds under the registry's addresses is what the
+// registry served. The fill's cache then becomes root's, read-only, and is renamed into place.
 //
-// A job's install gets a copy: the platform copies the entry into the tenant's own npm cache
-// (its build home, through os.Root, creating only files that are not there) and gives the
-// copies to the job's user; npm ci then runs with --prefer-offline and checks every package
-// against the lockfile's integrity as always. A tenant can spoil only its own copy.
+// A later install of that lockfile (another tenant's new site) gets a copy: the platform
+// copies the entry into the tenant's own npm cache (its build home, through os.Root, creating
+// only files that are not there) and gives the copies to the job's user; npm ci then runs
+// with --prefer-offline and checks every package against the lockfile's integrity as always.
+// A tenant can spoil only its own copy.
 type Packages struct {
 	// Dir holds the entries. Jobs' users must be able to enter it (the fill's scratch
 	// directory is inside), and no jail may bind it.
@@ -41,41 +46,48 @@ type Packages struct {
 	MaxBytes int64
 }
 
-// fillCommand downloads a lockfile's packages into the scratch cache without running any of
-// their scripts.
-const fillCommand = "npm ci --ignore-scripts --no-audit --no-fund --cache ../cache"
+// fillCommand downloads the packages named in the file specs into the scratch cache.
+const fillCommand = "xargs -n 200 npm cache add --cache ../cache --no-audit --no-fund < specs"
 
 // entry is the directory of the lockfile with hash lock ("sha256:..." from lockHash).
 func (p *Packages) entry(lock string) string {
 	return filepath.Join(p.Dir, strings.ReplaceAll(lock, ":", "-"))
 }
 
-// prepare makes sure the cache has an entry for the site's lockfile (filling it when
-// missing) and copies it into the npm cache under home. What fails is logged and left to the
-// ordinary install, which then downloads.
-func (p *Packages) prepare(ctx context.Context, dir, lock, home string, cfg Config, log *tail) {
-	if lock == "none" {
-		return
-	}
+// seed copies the entry of lock into the npm cache under home and reports whether there was
+// one; a failed copy is logged and left to the install, which then downloads.
+func (p *Packages) seed(lock, home string, cfg Config, log *tail) bool {
 	entry := p.entry(lock)
 	if _, err := os.Stat(entry); err != nil {
-		start := time.Now()
-		if err := p.fill(ctx, dir, entry, cfg, log); err != nil {
-			fmt.Fprintf(log, "\nwebordinary: the shared package cache was not filled (%v); installing from the registry\n", err)
-			return
-		}
-		fmt.Fprintf(log, "\nwebordinary: shared package cache filled in %v\n", time.Since(start).Round(time.Millisecond))
-		p.evict(entry)
+		return false
 	}
 	now := time.Now()
 	_ = os.Chtimes(entry, now, now) // recently used
 	if err := seed(entry, home, cfg.Own); err != nil {
 		fmt.Fprintf(log, "\nwebordinary: the shared package cache was not copied (%v); installing from the registry\n", err)
+		return false
 	}
+	return true
 }
 
-// fill runs the fill for the site at dir and moves its cache to entry.
-func (p *Packages) fill(ctx context.Context, dir, entry string, cfg Config, log *tail) error {
+// fill makes the entry of the site's lockfile; what fails is logged (the site's own install
+// does not depend on it).
+func (p *Packages) fill(ctx context.Context, dir, lock string, cfg Config, log *tail) {
+	start, entry := time.Now(), p.entry(lock)
+	if err := p.fillEntry(ctx, dir, entry, cfg, log); err != nil {
+		fmt.Fprintf(log, "\nwebordinary: the shared package cache was not filled: %v\n", err)
+		return
+	}
+	fmt.Fprintf(log, "\nwebordinary: shared package cache filled in %v\n", time.Since(start).Round(time.Millisecond))
+	p.evict(entry)
+}
+
+// fillEntry runs the fill for the lockfile of the site at dir and moves its cache to entry.
+func (p *Packages) fillEntry(ctx context.Context, dir, entry string, cfg Config, log *tail) error {
+	specs, err := lockedSpecs(ctx, dir)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 		return err
 	}
@@ -87,14 +99,14 @@ func (p *Packages) fill(ctx context.Context, dir, entry string, cfg Config, log 
 	if err := os.Chmod(scratch, 0o755); err != nil {
 		return err
 	}
-	site := filepath.Join(scratch, "site")
-	if err := copyManifests(ctx, dir, site); err != nil {
-		return err
-	}
-	for _, d := range []string{"home", "cache"} {
+	for _, d := range []string{"work", "home", "cache"} {
 		if err := os.Mkdir(filepath.Join(scratch, d), 0o755); err != nil {
 			return err
 		}
+	}
+	work := filepath.Join(scratch, "work")
+	if err := os.WriteFile(filepath.Join(work, "specs"), []byte(strings.Join(specs, "\n")+"\n"), 0o644); err != nil {
+		return err
 	}
 	var jail *sandbox.Jail
 	if cfg.FillJail != nil {
@@ -103,7 +115,7 @@ func (p *Packages) fill(ctx context.Context, dir, entry string, cfg Config, log 
 		}
 	}
 	env := append(slices.Clone(cfg.FillEnv), "HOME="+filepath.Join(scratch, "home"))
-	if err := shell(ctx, site, fillCommand, log, env, jail); err != nil {
+	if err := shell(ctx, work, fillCommand, log, env, jail); err != nil {
 		return err
 	}
 	cache := filepath.Join(scratch, "cache", "_cacache")
@@ -116,31 +128,62 @@ func (p *Packages) fill(ctx context.Context, dir, entry string, cfg Config, log 
 	return nil
 }
 
-// copyManifests copies the site's package.json and lockfile, read from the job's tree, into
-// a new directory site: the fill sees nothing else of the site (no .npmrc, no scripts).
-func copyManifests(ctx context.Context, dir, site string) error {
+// Package names and versions as npm's registry has them: a spec built from them cannot be
+// read as an option or as anything but a registry package.
+var (
+	packageName    = regexp.MustCompile(`^(@[a-z0-9~-][a-z0-9._~-]*/)?[a-z0-9~-][a-z0-9._~-]*$`)
+	packageVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+)
+
+// lockedSpecs are name@version for each registry package of the site's lockfile (v2 or v3),
+// read from the job's tree; packages from elsewhere (git, a file, another URL) are left out.
+func lockedSpecs(ctx context.Context, dir string) ([]string, error) {
 	tree, err := hostile.Open(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tree.Close()
-	if err := os.Mkdir(site, 0o755); err != nil {
-		return err
+	var data []byte
+	for _, name := range []string{"npm-shrinkwrap.json", "package-lock.json"} {
+		if data, err = tree.ReadFile(ctx, name, maxLockfile); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
 	}
-	for name, max := range map[string]int64{"package.json": maxManifest, "package-lock.json": maxLockfile, "npm-shrinkwrap.json": maxLockfile} {
-		data, err := tree.ReadFile(ctx, name, max)
-		if errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
+		return nil, err
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Name, Version, Resolved, Integrity string
+			Link                               bool
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(data, &lock); err != nil {
+		return nil, fmt.Errorf("the lockfile: %w", err)
+	}
+	var specs []string
+	for path, pkg := range lock.Packages {
+		i := strings.LastIndex(path, "node_modules/")
+		if i < 0 || pkg.Link || pkg.Integrity == "" {
 			continue
 		}
-		if err != nil {
-			return err
+		name := cmp.Or(pkg.Name, path[i+len("node_modules/"):])
+		if pkg.Resolved != "" && !strings.HasPrefix(pkg.Resolved, defaultRegistry) {
+			continue
 		}
-		if err := os.WriteFile(filepath.Join(site, name), data, 0o644); err != nil {
-			return err
+		if packageName.MatchString(name) && packageVersion.MatchString(pkg.Version) {
+			specs = append(specs, name+"@"+pkg.Version)
 		}
 	}
-	return nil
+	if len(specs) == 0 {
+		return nil, errors.New("the lockfile names no package from npm's registry")
+	}
+	slices.Sort(specs)
+	return slices.Compact(specs), nil
 }
+
+// defaultRegistry is where the fill downloads from.
+const defaultRegistry = "https://registry.npmjs.org/"
 
 // seal makes the fill's cache root's and read-only, keeping only directories and regular
 // files (npm's cache holds nothing else).
