@@ -63,9 +63,10 @@ func templateFiles(t *testing.T, name string) map[string]string {
 }
 
 // TestRealTemplates: each real template, in the sandbox as the job's user, runs three
-// consecutive jobs on one thread and a publish, all done, each serving the owner's edit; the
-// build output, node_modules and what the generators leave behind are never committed. The
-// time of each job and of the publish is logged (go test -v).
+// consecutive jobs on one thread and a publish, all done, each serving the owner's edit, then
+// a second tenant's first job (its install from the shared packages); the build output,
+// node_modules and what the generators leave behind are never committed. The time of each
+// job and of the publish is logged (go test -v).
 func TestRealTemplates(t *testing.T) {
 	t.Parallel()
 	for _, tp := range templates {
@@ -84,7 +85,7 @@ func runTemplate(t *testing.T, tp template) {
 	f := setupConfig(t, templateFiles(t, tp.name), func(p *project.Project) {
 		p.Agent = project.AgentSpec{Kind: "command", Command: editSpecial(tp.page)}
 		p.Env = []string{"ASTRO_TELEMETRY_DISABLED=1"}
-	}, sandboxed(t))
+	}, sharedPackages(t, new(string)))
 	var preview string
 	for i, word := range []string{"Wheat", "Spelt", "Barley"} {
 		start := time.Now()
@@ -109,6 +110,16 @@ func runTemplate(t *testing.T, tp template) {
 	t.Logf("%s publish: %v (stages ms %v)", tp.name, time.Since(start).Round(time.Millisecond), out.Report.StagesMs)
 	if code, body := f.page(out.Report.LiveURL, tp.path); code != 200 || !strings.Contains(body, "Special: Barley") {
 		t.Fatalf("live site %s%s: %d %q", out.Report.LiveURL, tp.path, code, body)
+	}
+	// A second tenant's first job: a new site whose lockfile the shared packages hold.
+	start = time.Now()
+	out, err = f.runFor(taskAs("bob", "t2", "Oat"), 10*time.Minute)
+	if err != nil {
+		t.Fatalf("second tenant's first job: %v\n%+v", err, out.Report)
+	}
+	t.Logf("%s second tenant's first job: %v (stages ms %v)", tp.name, time.Since(start).Round(time.Millisecond), out.Report.StagesMs)
+	if code, body := f.page(out.Report.PreviewURLs[0], tp.path); code != 200 || !strings.Contains(body, "Special: Oat") {
+		t.Fatalf("second tenant's preview: %d %q", code, body)
 	}
 	tree := git(t, f.origin, "ls-tree", "-r", "--name-only", "main")
 	for _, name := range strings.Split(tree, "\n") {
