@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/hostile"
+	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
@@ -67,6 +68,7 @@ func (p *Packages) seed(lock, home string, cfg Config, log *tail) bool {
 		fmt.Fprintf(log, "\nwebordinary: the shared package cache was not copied (%v); installing from the registry\n", err)
 		return false
 	}
+	metrics.PackageInstalls.WithLabelValues("hit").Inc()
 	return true
 }
 
@@ -76,8 +78,10 @@ func (p *Packages) fill(ctx context.Context, dir, lock string, cfg Config, log *
 	start, entry := time.Now(), p.entry(lock)
 	if err := p.fillEntry(ctx, dir, entry, cfg, log); err != nil {
 		fmt.Fprintf(log, "\nwebordinary: the shared package cache was not filled: %v\n", err)
+		metrics.PackageInstalls.WithLabelValues("fill_failed").Inc()
 		return
 	}
+	metrics.PackageInstalls.WithLabelValues("filled").Inc()
 	fmt.Fprintf(log, "\nwebordinary: shared package cache filled in %v\n", time.Since(start).Round(time.Millisecond))
 	p.evict(entry)
 }
@@ -292,16 +296,14 @@ func (p *Packages) evict(keep string) {
 	sort.Slice(uses, func(i, j int) bool { return uses[i].at.Before(uses[j].at) })
 	for _, u := range uses {
 		if total <= max {
-			return
+			break
 		}
 		if u.path != keep && os.RemoveAll(u.path) == nil {
 			total -= u.size
 		}
 	}
+	metrics.PackageCacheBytes.Set(float64(total))
 }
-
-// Size is the shared cache's size in bytes (for /metrics).
-func (p *Packages) Size() int64 { return dirSize(p.Dir) }
 
 func dirSize(dir string) int64 {
 	var n int64
