@@ -34,7 +34,9 @@ var templates = []template{
 	{name: "plain", page: "index.html", path: "/", out: "."},
 }
 
-const nodeGet = "apt-get install -y nodejs npm (Node.js 20 or newer)"
+// nodeGet is how to get Node.js 20 or newer with npm (Debian bookworm's nodejs 18.19 is too
+// old for Astro 5).
+const nodeGet = "apt-get install -y nodejs npm (Debian trixie or newer; on bookworm, Node.js 20 from nodejs.org)"
 
 // editSpecial is the agent: a command that sets the page's "Special: ..." line to the
 // owner's instruction.
