@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/hostile"
@@ -76,7 +77,7 @@ func (p *Packages) seed(lock, home string, cfg Config, log *tail) bool {
 // does not depend on it).
 func (p *Packages) fill(ctx context.Context, dir, lock string, cfg Config, log *tail) {
 	start, entry := time.Now(), p.entry(lock)
-	if err := p.fillEntry(ctx, dir, entry, cfg, log); err != nil {
+	if err := p.fillEntry(ctx, dir, entry, cfg); err != nil {
 		fmt.Fprintf(log, "\nwebordinary: the shared package cache was not filled: %v\n", err)
 		metrics.PackageInstalls.WithLabelValues("fill_failed").Inc()
 		return
@@ -87,7 +88,7 @@ func (p *Packages) fill(ctx context.Context, dir, lock string, cfg Config, log *
 }
 
 // fillEntry runs the fill for the lockfile of the site at dir and moves its cache to entry.
-func (p *Packages) fillEntry(ctx context.Context, dir, entry string, cfg Config, log *tail) error {
+func (p *Packages) fillEntry(ctx context.Context, dir, entry string, cfg Config) error {
 	specs, err := lockedSpecs(ctx, dir)
 	if err != nil {
 		return err
@@ -119,14 +120,15 @@ func (p *Packages) fillEntry(ctx context.Context, dir, entry string, cfg Config,
 		}
 	}
 	env := append(slices.Clone(cfg.FillEnv), "HOME="+filepath.Join(scratch, "home"))
-	if err := shell(ctx, work, fillCommand, log, env, jail); err != nil {
-		return err
+	out := newTail(1 << 10) // the fill's own: the site's build log stays the site's
+	if err := shell(ctx, work, fillCommand, out, env, jail); err != nil {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
 	}
 	cache := filepath.Join(scratch, "cache", "_cacache")
 	if err := seal(cache); err != nil {
 		return err
 	}
-	if err := os.Rename(cache, entry); err != nil && !errors.Is(err, fs.ErrExist) && !isNotEmpty(err) {
+	if err := os.Rename(cache, entry); err != nil && !errors.Is(err, fs.ErrExist) && !errors.Is(err, syscall.ENOTEMPTY) {
 		return err
 	}
 	return nil
@@ -212,8 +214,6 @@ func seal(dir string) error {
 		}
 	})
 }
-
-func isNotEmpty(err error) bool { return strings.Contains(err.Error(), "directory not empty") }
 
 // seed copies entry into the npm cache under home (home/.npm/_cacache), through os.Root so
 // that nothing the job left there (links) leads the platform's writes elsewhere, creating
