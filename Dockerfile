@@ -22,7 +22,7 @@ FROM node:22-bookworm-slim
 # Chromium takes the pictures of changed pages that replies carry (fonts so text renders).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates openssh-client util-linux bubblewrap \
-    chromium fonts-liberation \
+    chromium fonts-liberation hugo \
  && rm -rf /var/lib/apt/lists/*
 # The agent CLIs, each at an exact version (cmd/webordinary TestDockerfileHasPicturesAndPinnedAgents
 # checks the pins): an image built later runs the CLIs the tests ran. Bump on purpose:

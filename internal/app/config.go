@@ -357,6 +357,10 @@ type Worker struct {
 	// pages; shared like Previews, unless previews live in the engine or S3 (pictures then
 	// travel through the engine's blob store "shots"). Default <Data>/shots.
 	Shots string
+	// Packages is the package cache all tenants' installs share (see build.Packages): filled
+	// by the platform, copied into a new site's npm cache so that its first install does not
+	// download what another site already did. Default <Data>/packages; "off" shares nothing.
+	Packages string
 	// Chromium is the headless browser that takes them: "" finds the system's, "off" takes
 	// none.
 	Chromium string
@@ -417,6 +421,7 @@ func (w *Worker) scheduleKeys(s *conf.Section) {
 // shotKeys registers the keys of the pictures of each job's change.
 func (w *Worker) shotKeys(s *conf.Section) {
 	s.String(&w.Shots, "shots", "", "directory for the pictures of each job's change; each machine's own with previews in the engine or S3 (they travel through the engine), else shared by workers and serve like previews (default <data>/shots)").Was("shots")
+	s.String(&w.Packages, "packages", "", `directory of the package cache all sites' installs share: a new site whose lockfile another site used installs from it (filled by the platform, copied into a new site's npm cache; no job writes it); "off" shares nothing (default <data>/packages)`)
 	s.String(&w.Chromium, "chromium", "", `headless Chromium for the pictures (default: the system's chromium); "off": no pictures`).Was("chromium")
 	s.Int(&w.ShotPages, "shot_pages", shots.DefaultPages, "pages pictured per job, most relevant first").Was("shot-pages")
 	s.Duration(&w.ShotBudget, "shot_budget", shots.DefaultPageBudget, "time budget of one picture; a page that takes longer gets none").Was("shot-budget")
@@ -779,11 +784,11 @@ func (w *Worker) absolute(data string) {
 	for _, d := range []struct {
 		p    *string
 		name string
-	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}} {
+	}{{&w.Workspaces, "workspaces"}, {&w.State, "state"}, {&w.Previews, "previews"}, {&w.Shots, "shots"}, {&w.Packages, "packages"}} {
 		if *d.p == "" {
 			*d.p = filepath.Join(data, d.name)
 		}
-		if d.p == &w.Previews && *d.p == PreviewsEngine {
+		if d.p == &w.Previews && *d.p == PreviewsEngine || d.p == &w.Packages && *d.p == PackagesOff {
 			continue
 		}
 		if abs, err := filepath.Abs(*d.p); err == nil {
@@ -791,6 +796,9 @@ func (w *Worker) absolute(data string) {
 		}
 	}
 }
+
+// PackagesOff as Worker.Packages shares no package cache between tenants.
+const PackagesOff = "off"
 
 func (w Worker) sandboxIDs() (uid, gid int) {
 	uid, gid = w.SandboxUID, w.SandboxGID

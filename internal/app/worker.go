@@ -9,6 +9,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/command"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
@@ -181,9 +182,25 @@ func (a *App) newPipeline(ctx context.Context, b *broker.Backend, hub *live.Hub,
 			return nil, err
 		}
 	}
-	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces,
+	packages, err := a.packages()
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.New(pipeline.Config{Projects: projects, Threads: threads, Workspaces: w.Workspaces, Packages: packages,
 		State: w.State, Preview: target, BuildTimeout: w.BuildTimeout, ModelRetryBudget: w.ModelRetryBudget, AgentBaseURL: w.AgentBaseURL, ClaudeLogin: w.ClaudeLogin, Logger: a.log, Live: hub.Writer,
 		Sandbox: a.sandbox, Egress: a.egress, EgressAllow: w.EgressAllow, JobEnv: a.jobVars, Shots: sh, States: states, Jobs: b.Jobs})
+}
+
+// packages is the package cache the pipeline's installs share; nil with Packages "off".
+func (a *App) packages() (*build.Packages, error) {
+	dir := a.cfg.Worker.Packages
+	if dir == PackagesOff {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, &FieldError{Field: "Worker.Packages", Value: dir, Err: err}
+	}
+	return &build.Packages{Dir: dir}, nil
 }
 
 // shooter is the pipeline's picture taker; nil with Chromium "off".

@@ -1,5 +1,6 @@
 // Package build builds a site in its workspace: it detects how (package.json → install and
-// `npm run build` → dist/, otherwise the repository is the site), installs only when the
+// `npm run build` → dist/ or Eleventy's _site/, a Hugo config → `hugo` → public/, otherwise
+// the repository is the site), installs only when the
 // lockfile changed since the last install, checks the site's Node requirement against the
 // worker's Node, and runs everything under a timeout and the reaper, keeping a log tail.
 package build
@@ -35,20 +36,48 @@ type Plan struct {
 }
 
 // Detect returns the plan for the repository at dir; command and output override detection.
-// It follows no link: a package.json that is one makes a Node site whose checks refuse it.
+// A package.json site installs and runs `npm run build` into dist/, or _site/ when it has an
+// Eleventy config; a Hugo site (hugo.toml, .yaml, .yml or .json) runs `hugo` into public/;
+// anything else is the site itself. It follows no link: a package.json that is one makes a
+// Node site whose checks refuse it.
 func Detect(dir, command, output string) Plan {
-	_, err := os.Lstat(filepath.Join(dir, "package.json"))
-	p := Plan{Node: err == nil, Command: command, OutputDir: output}
-	if p.Node && p.Command == "" {
-		p.Command = "npm run build"
-	}
-	if p.OutputDir == "" {
-		p.OutputDir = "."
-		if p.Node {
-			p.OutputDir = "dist"
+	p := Plan{Node: present(dir, "package.json")}
+	switch {
+	case p.Node:
+		p.Command, p.OutputDir = "npm run build", "dist"
+		if present(dir, eleventyConfigs...) {
+			p.OutputDir = "_site"
 		}
+	case present(dir, hugoConfigs...):
+		p.Command, p.OutputDir = "hugo", "public"
+	default:
+		p.OutputDir = "."
+	}
+	if command != "" {
+		p.Command = command
+	}
+	if output != "" {
+		p.OutputDir = output
 	}
 	return p
+}
+
+// The config files that name a site's generator (their defaults: Eleventy's _site/, Hugo's
+// public/).
+var (
+	eleventyConfigs = []string{"eleventy.config.js", "eleventy.config.mjs", "eleventy.config.cjs",
+		"eleventy.config.ts", ".eleventy.js"}
+	hugoConfigs = []string{"hugo.toml", "hugo.yaml", "hugo.yml", "hugo.json"}
+)
+
+// present reports whether any of names is an entry (of any type, never followed) of dir.
+func present(dir string, names ...string) bool {
+	for _, n := range names {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Config bounds a build.
@@ -65,6 +94,15 @@ type Config struct {
 	// Jail, when set, runs the install sandboxed; BuildJail the build command (it may differ
 	// by having no network). Their writable paths must include the repository.
 	Jail, BuildJail *sandbox.Jail
+	// Packages, when set, is the package cache shared by all tenants: a site with a lockfile
+	// gets its packages from there (see Packages). FillEnv is the whole environment of its
+	// fill (the platform's, never the project's variables); FillJail returns the fill's jail,
+	// whose one writable path is the directory given, after giving that directory to the
+	// job's user; Own gives the job's user the files copied into its npm cache.
+	Packages *Packages
+	FillEnv  []string
+	FillJail func(dir string) (*sandbox.Jail, error)
+	Own      func(dir string) error
 }
 
 // Result is one build.
@@ -146,9 +184,19 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 			return false, nil
 		}
 	}
+	ci := "npm ci --no-audit --no-fund"
+	if p := cfg.Packages; p != nil && lock != "none" {
+		if p.seed(lock, envValue(cfg.Env, "HOME"), cfg, log) {
+			ci += " --prefer-offline" // the lockfile pins every package and its integrity
+		} else {
+			var filled sync.WaitGroup
+			filled.Go(func() { p.fill(ctx, dir, lock, cfg, log) })
+			defer filled.Wait()
+		}
+	}
 	err = errors.New("no lockfile")
 	if lock != "none" {
-		if err = shell(ctx, dir, "npm ci --no-audit --no-fund", log, cfg.Env, cfg.Jail); err == nil {
+		if err = shell(ctx, dir, ci, log, cfg.Env, cfg.Jail); err == nil {
 			return true, writeStamp(stateDir, stamp, lock)
 		}
 		if errors.Is(err, sandbox.ErrLimit) {
@@ -163,6 +211,17 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 		return true, err
 	}
 	return true, writeStamp(stateDir, stamp, lock)
+}
+
+// envValue is the value of name in env (the last one), "" without it.
+func envValue(env []string, name string) string {
+	v := ""
+	for _, e := range env {
+		if k, val, ok := strings.Cut(e, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
 }
 
 func writeStamp(dir, path, hash string) error {

@@ -61,6 +61,20 @@ func TestDetect(t *testing.T) {
 	if p := Detect(node, "", ""); !p.Node || p.Command != "npm run build" || p.OutputDir != "dist" {
 		t.Fatalf("node site plan %+v", p)
 	}
+	eleventy := t.TempDir()
+	write(t, filepath.Join(eleventy, "package.json"), `{}`)
+	write(t, filepath.Join(eleventy, "eleventy.config.js"), `export default function () {}`)
+	if p := Detect(eleventy, "", ""); !p.Node || p.Command != "npm run build" || p.OutputDir != "_site" {
+		t.Fatalf("eleventy site plan %+v", p)
+	}
+	hugo := t.TempDir()
+	write(t, filepath.Join(hugo, "hugo.toml"), `title = 'x'`)
+	if p := Detect(hugo, "", ""); p.Node || p.Command != "hugo" || p.OutputDir != "public" {
+		t.Fatalf("hugo site plan %+v", p)
+	}
+	if p := Detect(hugo, "hugo --minify", "out"); p.Command != "hugo --minify" || p.OutputDir != "out" {
+		t.Fatalf("hugo site plan with the project's overrides %+v", p)
+	}
 }
 
 func TestNodeTooOldNamesBothVersions(t *testing.T) {

@@ -63,3 +63,55 @@ func TestSiteFilesThePlatformReadsAreHostile(t *testing.T) {
 		}
 	})
 }
+
+// TestSeedWritesOnlyInsideTheHome: the job leaves its npm cache (in its build home) as a link
+// out of the home, and a cache directory as a link to another directory; the platform's copy
+// of the shared packages writes nothing outside the home.
+func TestSeedWritesOnlyInsideTheHome(t *testing.T) {
+	t.Parallel()
+	entry, outside := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(entry, "content-v2", "sha512", "ab", "cd", "ef"), "package")
+	write(t, filepath.Join(entry, "index-v5", "12", "34", "56"), "index")
+	for name, link := range map[string]func(home string) error{
+		"the cache": func(home string) error { return os.Symlink(outside, filepath.Join(home, ".npm")) },
+		"a folder": func(home string) error {
+			if err := os.MkdirAll(filepath.Join(home, ".npm", "_cacache"), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink(outside, filepath.Join(home, ".npm", "_cacache", "content-v2"))
+		},
+	} {
+		home := t.TempDir()
+		if err := link(home); err != nil {
+			t.Fatal(err)
+		}
+		_ = seed(entry, home, nil) // an error is fine; a write outside is not
+		if left, _ := os.ReadDir(outside); len(left) > 0 {
+			t.Fatalf("%s as a link: the copy wrote %d entries outside the home", name, len(left))
+		}
+	}
+}
+
+// TestFillTakesOnlyRegistryPackagesFromTheLockfile: the job writes the lockfile the fill reads;
+// names or versions that npm would read as options or other sources, and packages from
+// elsewhere, never reach the fill's command line.
+func TestFillTakesOnlyRegistryPackagesFromTheLockfile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "package-lock.json"), `{"lockfileVersion":3,"packages":{"":{"name":"s"},
+"node_modules/is-number":{"version":"7.0.0","integrity":"sha512-x"},
+"node_modules/a/node_modules/@scope/b":{"version":"1.2.3-beta.1","integrity":"sha512-x","resolved":"https://registry.npmjs.org/@scope/b/-/b-1.2.3-beta.1.tgz"},
+"node_modules/--registry=http://evil":{"version":"1.0.0","integrity":"sha512-x"},
+"node_modules/c":{"version":"1.0.0 --registry=http://evil","integrity":"sha512-x"},
+"node_modules/d":{"version":"1.0.0","integrity":"sha512-x","resolved":"https://evil.example/d.tgz"},
+"node_modules/e":{"version":"1.0.0","integrity":"sha512-x","resolved":"git+ssh://git@evil.example/e.git"},
+"node_modules/f":{"version":"1.0.0","link":true,"resolved":"../f"},
+"node_modules/g":{"name":"$(touch /tmp/x)","version":"1.0.0","integrity":"sha512-x"}}}`)
+	specs, err := lockedSpecs(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "@scope/b@1.2.3-beta.1 is-number@7.0.0"; strings.Join(specs, " ") != want {
+		t.Fatalf("specs %q, want %s", specs, want)
+	}
+}

