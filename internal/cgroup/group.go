@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -37,17 +39,20 @@ type Group struct {
 	fd      *os.File          // v2: the open directory, for clone3
 }
 
-// New makes a group with limits l under h's parent.
+// nameTries bounds how many names New tries past groups an earlier platform left.
+const nameTries = 100
+
+// New makes a group with limits l under h's parent, at the next name no group has: one an
+// earlier platform of the same pid left is passed over, never entered nor removed.
 func (h *Hierarchy) New(l Limits) (*Group, error) {
-	g := h.group(fmt.Sprintf("job-%d-%d", os.Getpid(), h.seq.Add(1)))
-	made := map[string]bool{} // co-mounted controllers (cpu,cpuacct) share a directory
-	for _, d := range g.dirs {
-		if made[d] {
-			continue
+	var g *Group
+	for try := 1; ; try++ {
+		g = h.group(h.name(h.seq.Add(1)))
+		err := g.make()
+		if err == nil {
+			break
 		}
-		made[d] = true
-		if err := os.Mkdir(d, 0o755); err != nil {
-			_ = g.Remove()
+		if !errors.Is(err, os.ErrExist) || try == nameTries {
 			return nil, fmt.Errorf("cgroup: make a job group: %w", err)
 		}
 	}
@@ -64,6 +69,55 @@ func (h *Hierarchy) New(l Limits) (*Group, error) {
 		g.fd = f
 	}
 	return g, nil
+}
+
+// make makes the group's directories. On failure it removes the ones it made, and only
+// those: a directory that was there already is another's group, whose processes it must not
+// touch.
+func (g *Group) make() error {
+	var made []string // co-mounted controllers (cpu,cpuacct) share a directory
+	for _, d := range g.dirs {
+		if slices.Contains(made, d) {
+			continue
+		}
+		if err := os.Mkdir(d, 0o755); err != nil {
+			for _, m := range made {
+				_ = syscall.Rmdir(m)
+			}
+			return err
+		}
+		made = append(made, d)
+	}
+	return nil
+}
+
+// name is the group name of the platform's seq'th job process: job-<pid>-<start>-<seq>, start
+// being the platform's start time, so that a later platform with the same pid (a container's
+// pid 1, restarted) tells its groups from this one's.
+func (h *Hierarchy) name(seq uint64) string {
+	return fmt.Sprintf("job-%d-%d-%d", os.Getpid(), ownStart(), seq)
+}
+
+// ownStart is the platform's start time (see startTime).
+var ownStart = sync.OnceValue(func() int64 { return startTime(int64(os.Getpid())) })
+
+// startTime is when process pid started, in clock ticks after boot (/proc/<pid>/stat's 22nd
+// field), -1 when there is no such process.
+func startTime(pid int64) int64 {
+	data, err := os.ReadFile("/proc/" + strconv.FormatInt(pid, 10) + "/stat")
+	i := bytes.LastIndexByte(data, ')')
+	if err != nil || i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(data[i+1:])) // from the 3rd field, the state
+	if len(f) < 20 {
+		return -1
+	}
+	n, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // group is the (possibly not yet made) group name under h's parent.
