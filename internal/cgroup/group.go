@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits bound a group's processes together; 0 leaves a limit unset.
@@ -266,14 +268,47 @@ func (g *Group) Kill() error {
 			return err
 		}
 		if !killed {
-			for _, pid := range pids {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
+			killListed(dir, pids)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup: %d processes left in %s after %v", len(pids), dir, killTimeout)
 		}
 		time.Sleep(pollInterval)
+	}
+}
+
+// killListed kills the processes pids, just listed in group dir, that are in it still. A
+// listed process that exited since may have left its pid to a program outside the group (a job
+// can churn pids): each pid is pinned with a pidfd, the group listed again, and only the
+// pinned processes whose pid is still listed are signalled, through their pidfd. Where no
+// pidfd can be had (before Linux 5.3, no fd left) a pid is signalled as listed.
+func killListed(dir string, pids []int) {
+	pinned := map[int]int{} // pid → pidfd
+	defer func() {
+		for _, fd := range pinned {
+			_ = unix.Close(fd)
+		}
+	}()
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		switch {
+		case err == nil:
+			pinned[pid] = fd
+		case !errors.Is(err, syscall.ESRCH): // no pidfd here (ENOSYS), or no fd left
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if len(pinned) == 0 {
+		return
+	}
+	still, err := procs(dir)
+	if err != nil {
+		return
+	}
+	for _, pid := range still {
+		if fd, ok := pinned[pid]; ok {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
 	}
 }
 
