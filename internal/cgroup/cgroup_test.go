@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,5 +264,131 @@ func BenchmarkStats(b *testing.B) {
 		if _, err := g.Stats(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A platform restarted with the pid of one that died (a container's pid 1) finds that one's
+// groups under its next names: New takes the next free name rather than failing (Open's trial
+// group failed, so the platform fell back to rlimits), and removing stale groups removes
+// those it can tell apart (made by a process of another start time). Not parallel: it predicts
+// the names New picks next.
+func TestGroupsOfAnEarlierPlatformWithOurPid(t *testing.T) {
+	h := opened(t)
+	var made, earlier []string
+	mkdirs := func(name string) []string {
+		var out []string
+		for _, d := range h.group(name).dirs {
+			if err := os.Mkdir(d, 0o755); err == nil {
+				out = append(out, d)
+			}
+		}
+		made = append(made, out...)
+		return out
+	}
+	t.Cleanup(func() {
+		for _, d := range made {
+			_ = syscall.Rmdir(d)
+		}
+	})
+	// The group at the first name New tries holds a process: New must not touch it.
+	busy := h.group(h.name(h.seq.Load() + 1))
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Kill(); _ = sleeper.Wait() })
+	for i := uint64(1); i <= 3; i++ {
+		n := h.seq.Load() + i
+		mkdirs(h.name(n))
+		if i == 1 {
+			if err := busy.Place(sleeper.Process.Pid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		earlier = append(earlier, mkdirs(fmt.Sprintf("job-%d-%d", os.Getpid(), n))...)
+		earlier = append(earlier, mkdirs(fmt.Sprintf("job-%d-%d-%d", os.Getpid(), 1, n))...)
+	}
+	g, err := h.New(Limits{})
+	if st, _ := os.ReadFile("/proc/" + strconv.Itoa(sleeper.Process.Pid) + "/stat"); !alive(st) {
+		t.Fatalf("New killed the process of a group it did not make: %s", st)
+	}
+	if err != nil {
+		t.Fatalf("New beside an earlier platform's groups: %v", err)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	h.removeStale()
+	for _, d := range earlier {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("an earlier platform's group %s left: %v", d, err)
+		}
+	}
+}
+
+// A group whose platform this one cannot see (another pid namespace sharing the hierarchy, or
+// its pid reused) is never killed by the removal of stale groups: only empty ones go.
+func TestStaleRemovalKillsNothing(t *testing.T) {
+	h := opened(t)
+	g := h.group("job-999999999-1") // a pid no process has here
+	for _, d := range g.dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = g.Remove() })
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if err := g.Place(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	h.removeStale()
+	if st, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat"); !alive(st) {
+		t.Fatalf("a process of a group of another platform was killed: %s", st)
+	}
+	empty := h.group("job-999999999-2")
+	for _, d := range empty.dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.removeStale()
+	for _, d := range empty.dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("empty stale group %s left: %v", d, err)
+		}
+	}
+}
+
+// alive reports whether a /proc/<pid>/stat shows a process that was not killed (no zombie).
+func alive(stat []byte) bool {
+	return len(stat) > 0 && !strings.Contains(string(stat), ") Z ") && !strings.Contains(string(stat), ") X ")
+}
+
+// v1 has no cgroup.kill: Kill lists the group's pids and signals each. A listed process that
+// exits between the two may leave its pid to a program outside the group (a job can churn
+// pids; pid_max is often 32768): that program is not killed. Here the pid given as listed is
+// an outside process's from the start.
+func TestKillSparesAPidThatLeftTheGroup(t *testing.T) {
+	t.Parallel()
+	h := opened(t)
+	g, err := h.New(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	outside := exec.Command("sleep", "600")
+	if err := outside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killListed(g.any(), []int{outside.Process.Pid})
+	// A signal sent by kill(2) is pending once it returns: the process dies of the first one.
+	_ = outside.Process.Signal(syscall.SIGTERM)
+	_ = outside.Wait()
+	if ws := outside.ProcessState.Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("a process outside the group was killed by %v", ws.Signal())
 	}
 }

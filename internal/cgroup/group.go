@@ -8,10 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits bound a group's processes together; 0 leaves a limit unset.
@@ -37,17 +41,20 @@ type Group struct {
 	fd      *os.File          // v2: the open directory, for clone3
 }
 
-// New makes a group with limits l under h's parent.
+// nameTries bounds how many names New tries past groups an earlier platform left.
+const nameTries = 100
+
+// New makes a group with limits l under h's parent, at the next name no group has: one an
+// earlier platform of the same pid left is passed over, never entered nor removed.
 func (h *Hierarchy) New(l Limits) (*Group, error) {
-	g := h.group(fmt.Sprintf("job-%d-%d", os.Getpid(), h.seq.Add(1)))
-	made := map[string]bool{} // co-mounted controllers (cpu,cpuacct) share a directory
-	for _, d := range g.dirs {
-		if made[d] {
-			continue
+	var g *Group
+	for try := 1; ; try++ {
+		g = h.group(h.name(h.seq.Add(1)))
+		err := g.make()
+		if err == nil {
+			break
 		}
-		made[d] = true
-		if err := os.Mkdir(d, 0o755); err != nil {
-			_ = g.Remove()
+		if !errors.Is(err, os.ErrExist) || try == nameTries {
 			return nil, fmt.Errorf("cgroup: make a job group: %w", err)
 		}
 	}
@@ -64,6 +71,55 @@ func (h *Hierarchy) New(l Limits) (*Group, error) {
 		g.fd = f
 	}
 	return g, nil
+}
+
+// make makes the group's directories. On failure it removes the ones it made, and only
+// those: a directory that was there already is another's group, whose processes it must not
+// touch.
+func (g *Group) make() error {
+	var made []string // co-mounted controllers (cpu,cpuacct) share a directory
+	for _, d := range g.dirs {
+		if slices.Contains(made, d) {
+			continue
+		}
+		if err := os.Mkdir(d, 0o755); err != nil {
+			for _, m := range made {
+				_ = syscall.Rmdir(m)
+			}
+			return err
+		}
+		made = append(made, d)
+	}
+	return nil
+}
+
+// name is the group name of the platform's seq'th job process: job-<pid>-<start>-<seq>, start
+// being the platform's start time, so that a later platform with the same pid (a container's
+// pid 1, restarted) tells its groups from this one's.
+func (h *Hierarchy) name(seq uint64) string {
+	return fmt.Sprintf("job-%d-%d-%d", os.Getpid(), ownStart(), seq)
+}
+
+// ownStart is the platform's start time (see startTime).
+var ownStart = sync.OnceValue(func() int64 { return startTime(int64(os.Getpid())) })
+
+// startTime is when process pid started, in clock ticks after boot (/proc/<pid>/stat's 22nd
+// field), -1 when there is no such process.
+func startTime(pid int64) int64 {
+	data, err := os.ReadFile("/proc/" + strconv.FormatInt(pid, 10) + "/stat")
+	i := bytes.LastIndexByte(data, ')')
+	if err != nil || i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(data[i+1:])) // from the 3rd field, the state
+	if len(f) < 20 {
+		return -1
+	}
+	n, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // group is the (possibly not yet made) group name under h's parent.
@@ -212,14 +268,47 @@ func (g *Group) Kill() error {
 			return err
 		}
 		if !killed {
-			for _, pid := range pids {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
+			killListed(dir, pids)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup: %d processes left in %s after %v", len(pids), dir, killTimeout)
 		}
 		time.Sleep(pollInterval)
+	}
+}
+
+// killListed kills the processes pids, just listed in group dir, that are in it still. A
+// listed process that exited since may have left its pid to a program outside the group (a job
+// can churn pids): each pid is pinned with a pidfd, the group listed again, and only the
+// pinned processes whose pid is still listed are signalled, through their pidfd. Where no
+// pidfd can be had (before Linux 5.3, no fd left) a pid is signalled as listed.
+func killListed(dir string, pids []int) {
+	pinned := map[int]int{} // pid → pidfd
+	defer func() {
+		for _, fd := range pinned {
+			_ = unix.Close(fd)
+		}
+	}()
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		switch {
+		case err == nil:
+			pinned[pid] = fd
+		case !errors.Is(err, syscall.ESRCH): // no pidfd here (ENOSYS), or no fd left
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if len(pinned) == 0 {
+		return
+	}
+	still, err := procs(dir)
+	if err != nil {
+		return
+	}
+	for _, pid := range still {
+		if fd, ok := pinned[pid]; ok {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
 	}
 }
 

@@ -354,21 +354,36 @@ func (h *Hierarchy) try() error {
 	return g.Remove()
 }
 
-// removeStale removes the groups of platform processes that no longer run.
+// removeStale removes the groups of platform processes that no longer run (see stale). It
+// removes empty groups only, and kills nothing: a group that still holds a process may be a
+// live platform's this one cannot see (another pid namespace sharing the hierarchy).
 func (h *Hierarchy) removeStale() {
 	entries, err := os.ReadDir(h.Dir())
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		var pid, n int
-		if _, err := fmt.Sscanf(e.Name(), "job-%d-%d", &pid, &n); err != nil || !e.IsDir() {
+		if !e.IsDir() || !stale(e.Name()) {
 			continue
 		}
-		if syscall.Kill(pid, 0) == syscall.ESRCH {
-			_ = h.group(e.Name()).Remove()
+		for _, d := range h.group(e.Name()).dirs {
+			_ = syscall.Rmdir(d) // EBUSY while a process is in it
 		}
 	}
+}
+
+// stale reports whether group name (job-<pid>-<start>-<seq>, see Hierarchy.name) is of a
+// platform that no longer runs: no process pid started at start. A name of the older form
+// job-<pid>-<seq> is stale unless a process pid other than this one runs.
+func stale(name string) bool {
+	var pid, start, seq int64
+	if n, _ := fmt.Sscanf(name, "job-%d-%d-%d", &pid, &start, &seq); n == 3 {
+		return startTime(pid) != start
+	}
+	if n, _ := fmt.Sscanf(name, "job-%d-%d", &pid, &seq); n == 2 {
+		return pid == int64(os.Getpid()) || startTime(pid) < 0
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

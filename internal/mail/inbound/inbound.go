@@ -287,6 +287,9 @@ func (in *Inbound) read(ctx context.Context, raw []byte) (*Report, error) {
 	ex := reply.Extract(m.Text)
 	r := &Report{From: m.From.Addr, Subject: m.Subject, MessageID: m.MessageID, Instruction: ex.Text,
 		Forwarded: ex.Forwarded, Guessed: ex.Guessed, Problems: m.Problems, msg: m, raw: raw}
+	if ex.Cut {
+		r.Problems = append(r.Problems[:len(r.Problems):len(r.Problems)], fmt.Sprintf("warning: the text is longer than %d KiB; the instruction was read from its first %d KiB", reply.MaxBody>>10, reply.MaxBody>>10))
+	}
 	for _, a := range append(append([]message.Address{}, m.To...), m.Cc...) {
 		r.To = append(r.To, a.Addr)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -414,5 +415,21 @@ func TestHeldNoticeSurvivesRestart(t *testing.T) {
 	text := f.replyTo("h1@example.com")
 	if !strings.Contains(text, "held 2 messages") || !strings.Contains(text, "Change two") || !strings.Contains(text, "Change three") {
 		t.Fatalf("notice after the restart:\n%s", text)
+	}
+}
+
+// TestHugeBodyIsReadFromItsHead: an outside sender's body of megabytes, shaped to make
+// extraction slow, is read for the instruction from its first reply.MaxBody bytes, and the
+// report says so; the mail is still handled (here: refused, the sender is not registered).
+func TestHugeBodyIsReadFromItsHead(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := quoted + strings.Repeat("> wrote:\n", 4<<20/9)
+	rep := f.handle(f.mail("Eve <eve@example.com>", "edit@edit.example.net", "huge@example.com", "", body, "example.com"), "eve@example.com")
+	if rep.Instruction != "Make the header green please." {
+		t.Errorf("instruction %.80q", rep.Instruction)
+	}
+	if !slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.Contains(p, "the instruction was read from its first") }) {
+		t.Errorf("problems %q: want one saying the body was cut", rep.Problems)
 	}
 }

@@ -16,8 +16,9 @@ import (
 )
 
 // A thread link is <base>/t/<payload>.<mac>: payload is base64url("project user thread issued
-// expiry", issued in Unix milliseconds, expiry in seconds) naming one thread of one tenant, for that tenant's owner. The MAC (keyed apart from
-// publish links') makes it unforgeable, the expiry bounds it, and RevokeThreadLinks refuses
+// expiry", issued in Unix milliseconds, expiry in seconds) naming one thread of one tenant, for
+// that tenant's owner. The MAC (keyed apart from reply tokens' and publish links', see
+// threadLinkPurpose) makes it unforgeable, the expiry bounds it, and RevokeThreadLinks refuses
 // every link to the thread issued until then. It is the only credential of the thread page:
 // never the operator's token, never another thread.
 
@@ -48,8 +49,13 @@ func (in *Inbound) threadURL(job broker.Job) string {
 	fields := []string{job.Tenant.Project, job.Tenant.User, job.Thread,
 		strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(now.Add(in.cfg.LinkTTL).Unix(), 10)}
 	payload := base64.RawURLEncoding.EncodeToString([]byte(strings.Join(fields, " ")))
-	return base + "/t/" + payload + "." + in.mac("webordinary-thread:", payload)
+	return base + "/t/" + payload + "." + in.mac(threadLinkPurpose, payload)
 }
+
+// threadLinkPurpose keys thread links' MACs apart from reply tokens' ("webordinary-thread:"
+// and the thread id, token.go), publish links' and the page's form tokens': the same secret
+// signs them all, and a MAC of one kind must never be one of another.
+const threadLinkPurpose = "webordinary-thread-link:"
 
 // mac signs payload for one purpose.
 func (in *Inbound) mac(purpose, payload string) string {
@@ -61,7 +67,7 @@ func (in *Inbound) mac(purpose, payload string) string {
 // openThreadLink checks a thread link's token: signature, expiry, revocation.
 func (in *Inbound) openThreadLink(ctx context.Context, token string) (threadLink, error) {
 	payload, mac, ok := strings.Cut(token, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(in.mac("webordinary-thread:", payload))) {
+	if !ok || !hmac.Equal([]byte(mac), []byte(in.mac(threadLinkPurpose, payload))) {
 		return threadLink{}, errThreadInvalid
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)

@@ -2,6 +2,9 @@ package inbound_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -214,5 +217,23 @@ func TestThreadLinkExpiredRevokedAndCrossSite(t *testing.T) {
 	p.offset.Store(int64(2 * time.Hour))
 	if status, body := p.get(fresh); status != http.StatusForbidden || !strings.Contains(body, "expired") || strings.Contains(body, "footer") {
 		t.Errorf("expired link: %d\n%s", status, body)
+	}
+}
+
+// A thread link is signed for its own purpose: not under the purpose of reply tokens, whose
+// MAC of a thread id is then a prefix of the link's MAC of the same bytes (the same secret
+// signs both). Whoever holds a reply address holds no part of any link, and the reverse.
+func TestThreadLinkSignatureIsNotAReplyTokens(t *testing.T) {
+	t.Parallel()
+	p := setupPages(t)
+	_, link := p.doneThread("alice@example.com", "example.com", "sig1@example.com", "Make the header green.")
+	payload, mac, _ := strings.Cut(link[strings.LastIndex(link, "/")+1:], ".")
+	h := hmac.New(sha256.New, p.cfg.Secret)
+	h.Write([]byte("webordinary-thread:" + payload)) // a reply token's purpose (token.go)
+	if replyMAC := hex.EncodeToString(h.Sum(nil)); strings.HasPrefix(replyMAC, mac) || strings.HasPrefix(mac, replyMAC[:20]) {
+		t.Fatalf("the link's MAC %s is the reply tokens' MAC of its payload", mac)
+	}
+	if status, _ := p.get(link); status != http.StatusOK {
+		t.Fatalf("the link answers %d", status)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,30 @@ func TestParseHostileMismatchedHeader(t *testing.T) {
 	}
 	if _, err := parseLimitsWithin(t, raw, message.Limits{MaxDepth: 40}, 10*time.Second); !errors.Is(err, message.ErrBudget) {
 		t.Fatalf("Parse = %v; want ErrBudget", err)
+	}
+}
+
+// A sender's multipart message of many short lines and no text part (an attachment alone)
+// costs about its size to parse, not a slice entry per line: the text outside the parts is
+// read line by line up to the first part. Not parallel: it counts the process's allocations.
+func TestParseManyLinesAllocatesAboutTheMessage(t *testing.T) {
+	const lines = 2 << 20
+	head := "From: x@evil.example\r\nTo: edit@edit.example.net\r\nSubject: hi\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: multipart/mixed; boundary=\"B\"\r\n\r\n"
+	part := "--B\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=a.bin\r\n\r\nxx\r\n--B--\r\n"
+	for name, raw := range map[string]string{
+		"before the parts": head + strings.Repeat("\n", lines) + part,
+		"after the parts":  head + part + strings.Repeat("\n", lines),
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if _, err := message.Parse([]byte(raw)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		runtime.ReadMemStats(&after)
+		if got, most := after.TotalAlloc-before.TotalAlloc, uint64(10*len(raw)); got > most {
+			t.Errorf("%s: parsing %d bytes allocated %d MB; want at most %d MB", name, len(raw), got>>20, most>>20)
+		}
 	}
 }

@@ -54,16 +54,31 @@ func multipartFallback(env *enmime.Envelope, raw []byte) string {
 	if b == "" {
 		return ""
 	}
-	var out []string
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, "--"+b) {
+	return preamble(body, "--"+b)
+}
+
+// preamble is body's lines before the first that starts with delim, the MIME notice left out.
+// It reads one line at a time: a sender's body of millions of short lines costs its size, not
+// a slice entry per line.
+func preamble(body []byte, delim string) string {
+	var out strings.Builder
+	first := true
+	for rest := body; len(rest) > 0; {
+		line, next, _ := bytes.Cut(rest, []byte("\n"))
+		rest = next
+		if bytes.HasPrefix(line, []byte(delim)) {
 			break
 		}
-		if !mimeNotice.MatchString(l) {
-			out = append(out, l)
+		if mimeNotice.Match(line) {
+			continue
 		}
+		if !first {
+			out.WriteByte('\n')
+		}
+		out.Write(line)
+		first = false
 	}
-	return strings.Join(out, "\n")
+	return out.String()
 }
 
 // mimeNotice matches the line MIME writers put before the first part for readers that do not

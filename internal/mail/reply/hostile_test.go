@@ -23,9 +23,9 @@ func hostileBodies() map[string]string {
 	}
 }
 
-// TestExtractHostile runs extraction over the first half megabyte of every hostile body. Work
-// that grew with the square of the body would not end within the test's time limit; no timing
-// is asserted. The person's text must survive each.
+// TestExtractHostile runs extraction over the first MaxBody bytes of every hostile body (all
+// that Extract reads). Work that grew with the square of the body would not end within the
+// test's time limit; no timing is asserted. The person's text must survive each.
 func TestExtractHostile(t *testing.T) {
 	t.Parallel()
 	for name, body := range hostileBodies() {
@@ -41,4 +41,26 @@ func TestExtractHostile(t *testing.T) {
 }
 
 // hostileTestSize is how much of each hostile body the test runs over, in bytes.
-const hostileTestSize = 512 << 10
+const hostileTestSize = reply.MaxBody
+
+// A sender's body of megabytes costs extraction what its first MaxBody bytes cost: the work per
+// byte of the hostile shapes is steep (a 25 MB body of "wrote:" lines took minutes), and no
+// person writes an instruction that long. The text above survives; nothing past the cut is
+// looked at.
+func TestExtractReadsOnlyTheFirstMaxBody(t *testing.T) {
+	t.Parallel()
+	body := "Make it green.\n\nOn Mon, 2 Nov 2026 at 10:00, Ann <a@b.c> wrote:\n" + strings.Repeat("> wrote:\n", 4<<20/9)
+	got := reply.Extract(body)
+	if !got.Cut {
+		t.Error("a body of 4 MiB was not reported cut")
+	}
+	if got.Text != "Make it green." {
+		t.Errorf("the text above was lost: %.80q", got.Text)
+	}
+	if seen := len(got.Text) + len(got.Quoted) + len(got.Signature); seen > reply.MaxBody {
+		t.Errorf("extraction went through %d bytes of a %d-byte body; want at most MaxBody (%d)", seen, len(body), reply.MaxBody)
+	}
+	if short := reply.Extract("Make it green.\n"); short.Cut {
+		t.Error("a short body was reported cut")
+	}
+}

@@ -12,12 +12,39 @@ type Result struct {
 	// then the best candidate (the unquoted text, attribution and signature removed), and the
 	// reply should say the instruction was guessed.
 	Guessed bool
+	// Cut is set when the body was longer than MaxBody: only its first MaxBody bytes were read.
+	Cut bool
 }
+
+// MaxBody is how much of a body Extract reads, in bytes, cut at a line end: far more than any
+// instruction, and a bound on the work a sender's body of megabytes can make (extraction
+// costs microseconds per byte on some hostile shapes).
+const MaxBody = 256 << 10
 
 // Extract returns only the new text a person wrote in an email body: quoted history, signatures
 // and mobile footers removed. Forwarded mail is handled deliberately: see Result and the package
 // documentation. Extract is a pure function, safe for concurrent use.
 func Extract(body string) Result {
+	body, cut := head(body, MaxBody)
+	r := extract(body)
+	r.Cut = cut
+	return r
+}
+
+// head is body's first lines within max bytes (its first max bytes when the first line is
+// longer, a rune split there left out), and whether anything was cut.
+func head(body string, max int) (string, bool) {
+	if len(body) <= max {
+		return body, false
+	}
+	if i := strings.LastIndexByte(body[:max], '\n'); i >= 0 {
+		return body[:i+1], true
+	}
+	return strings.ToValidUTF8(body[:max], ""), true
+}
+
+// extract is Extract on a body of bounded length.
+func extract(body string) Result {
 	body = dropBanner(body)
 	lines, content := splitRunOn(splitLines(body))
 	own := extractLines(lines, 0)
