@@ -44,11 +44,13 @@ func testPresenceExpires(t *testing.T, h Harness) {
 	expectWorkers(t, ctx, b.Presence, long)
 }
 
-// testPresenceReannounce: a worker announcing every third of its ttl stays listed.
+// testPresenceReannounce: a worker announcing every third of its ttl stays listed. The ttl is
+// at least two seconds, so that a loaded machine (or the race detector) delaying a tick or the
+// final list by a second does not let the announcement lapse.
 func testPresenceReannounce(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
 	w := newWorker("worker-1", "idle")
-	ttl := h.MinLeaseTTL
+	ttl := max(h.MinLeaseTTL, 2*time.Second)
 	tick := time.NewTicker(ttl / 3)
 	defer tick.Stop()
 	for end := time.Now().Add(3 * ttl); time.Now().Before(end); <-tick.C {
