@@ -24,6 +24,7 @@ import (
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/demo"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	jobreport "github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -265,7 +266,7 @@ func follow(ctx context.Context, c *api.Client, msgID string, say func(string, .
 			return broker.JobRecord{}, err
 		}
 		for _, j := range st.Jobs {
-			if j.Job.MessageID != msgID {
+			if jobspec.Of(j.Job).MessageID != msgID {
 				continue
 			}
 			if line := progressLine(j, st); line != last {

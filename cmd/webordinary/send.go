@@ -12,6 +12,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/api"
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	jobreport "github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/router"
 )
@@ -129,7 +130,7 @@ func printJob(out io.Writer, rec broker.JobRecord) {
 		}
 	}
 	line("tenant", fmt.Sprintf("%s (thread %s)", rec.Job.Tenant, rec.Job.Thread))
-	line("asked", firstLineOf(rec.Job.Instruction, 70))
+	line("asked", firstLineOf(jobspec.Of(rec.Job).Instruction, 70))
 	if rec.Result == nil {
 		line("last error", rec.LastError)
 		return

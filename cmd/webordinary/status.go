@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/api"
+	"github.com/webordinary/webordinary/internal/jobspec"
 )
 
 func runStatus(ctx context.Context, args []string) error {
@@ -74,7 +75,7 @@ func printStatus(out io.Writer, st api.Status) {
 			took = "model busy " + human(time.Since(j.BusySince))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Job.ID, stateColour(string(j.State)), j.Job.Tenant, took,
-			ago(j.Job.AcceptedAt), firstLineOf(j.Job.Instruction, 40))
+			ago(j.Job.AcceptedAt), firstLineOf(jobspec.Of(j.Job).Instruction, 40))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/dashboard"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
@@ -95,11 +96,11 @@ func newInbound(t *testing.T, env *natsjstest.Env, r *router.Router, projects *p
 // processor finishes every job at once, reporting a commit; "slow" jobs wait to be interrupted.
 func processor() worker.Processor {
 	return worker.ProcessorFunc(func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-		if task.Job.Instruction == "slow" {
+		if jobspec.Of(task.Job).Instruction == "slow" {
 			<-ctx.Done()
 			return worker.Outcome{Report: report.Report{Interrupted: true}}, context.Cause(ctx)
 		}
-		return worker.Outcome{Summary: "did " + task.Job.Instruction, Report: report.Report{Commit: "c0ffee"}}, nil
+		return worker.Outcome{Summary: "did " + jobspec.Of(task.Job).Instruction, Report: report.Report{Commit: "c0ffee"}}, nil
 	})
 }
 

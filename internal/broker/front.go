@@ -33,7 +33,7 @@ import (
 const FrontTable = "front"
 
 // MaxPromotedJob bounds a job (its JSON) carried in an Interrupt for promotion: a job larger
-// (big attachments) is not carried, and waits its turn.
+// (a big bulk) is not carried, and waits its turn.
 const MaxPromotedJob = 64 << 10
 
 // frontSettled: how a promoted job was settled through the front; its message is settled the

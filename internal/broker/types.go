@@ -12,65 +12,61 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// Job is one instruction for a tenant, as it travels through the inbox.
+// Job is one unit of work for a tenant, as it travels through the inbox: who it is for, its
+// id, what orders and threads it, and what it is, which the queue layer does not read.
 type Job struct {
-	ID          string       `json:"id"`
-	Tenant      tenant.ID    `json:"tenant"`
-	Thread      string       `json:"thread"`
-	Instruction string       `json:"instruction"`
-	RepoURL     string       `json:"repoUrl,omitempty"`
-	From        string       `json:"from,omitempty"`
-	Subject     string       `json:"subject,omitempty"`
-	Attachments []Attachment `json:"attachments,omitempty"`
-	AcceptedAt  time.Time    `json:"acceptedAt"`
-	// MessageID and References of the email that carried the instruction, for threaded replies.
-	MessageID  string   `json:"messageId,omitempty"`
-	References []string `json:"references,omitempty"`
-	// Action is what the job does: ActionEdit (empty: run the instruction), ActionPublish
-	// (put the thread's branch live) or ActionUndo (revert the thread's last publish).
-	Action string `json:"action,omitempty"`
-	// Guessed says Instruction is the email's best candidate text: nothing in it was clearly new
-	// (reply.Result.Guessed). The reply tells the sender so.
-	Guessed bool `json:"guessed,omitempty"`
+	ID     string    `json:"id"`
+	Tenant tenant.ID `json:"tenant"`
+	// Thread groups a tenant's jobs: a newer job interrupts a running one of its thread only.
+	Thread     string    `json:"thread"`
+	AcceptedAt time.Time `json:"acceptedAt"`
+	// Payload is what the job is to its processor, opaque to the queue layer: JSON its
+	// producer and processor agree on (jobspec.Spec). Kept in the job's record.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Bulk is the job's large content (attachments' bytes), opaque too: it travels with the
+	// queued message, its dead letter and a promoted copy only; records leave it out.
+	Bulk json.RawMessage `json:"bulk,omitempty"`
 }
 
-// Job actions.
-const (
-	ActionEdit    = ""
-	ActionPublish = "publish"
-	ActionUndo    = "undo"
-)
+// jobKeys are the keys of Job's JSON form other than its payload.
+var jobKeys = []string{"id", "tenant", "thread", "acceptedAt"}
 
-// Attachment is a file sent with an instruction.
-type Attachment struct {
-	Name        string `json:"name"`
-	ContentType string `json:"contentType,omitempty"`
-	Size        int    `json:"size,omitempty"`
-	// Data travels with the queued job; job records keep only the name, type and size.
-	Data []byte `json:"data,omitempty"`
+// plainJob has Job's fields without its UnmarshalJSON.
+type plainJob Job
+
+// UnmarshalJSON decodes a job. A job written before the payload was opaque (its processor's
+// fields at the top level, beside id and tenant) keeps those fields, as its payload.
+func (job *Job) UnmarshalJSON(data []byte) error {
+	*job = Job{}
+	if err := json.Unmarshal(data, (*plainJob)(job)); err != nil {
+		return err
+	}
+	if job.Payload != nil || job.Bulk != nil {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	for _, k := range jobKeys {
+		delete(fields, k)
+	}
+	if len(fields) > 0 {
+		job.Payload, _ = json.Marshal(fields)
+	}
+	return nil
 }
 
-// QueuedRecord is the record of job as accepted: queued, without its attachments' contents.
-// The router creates it, a worker recreates it when records were lost, and natsjs recognises
-// it (a record created exactly so lets the worker's first update skip a read).
+// QueuedRecord is the record of job as accepted: queued, without its bulk. The router creates
+// it, a worker recreates it when records were lost, and natsjs recognises it (a record created
+// exactly so lets the worker's first update skip a read).
 func QueuedRecord(job Job) JobRecord {
-	return JobRecord{Job: job.WithoutData(), State: StateQueued}
+	return JobRecord{Job: job.WithoutBulk(), State: StateQueued}
 }
 
-// WithoutData returns job with its attachments' contents left out (for records).
-func (job Job) WithoutData() Job {
-	if len(job.Attachments) == 0 {
-		return job
-	}
-	atts := make([]Attachment, len(job.Attachments))
-	for i, a := range job.Attachments {
-		size := len(a.Data)
-		if size == 0 {
-			size = a.Size // already without data: idempotent
-		}
-		atts[i] = Attachment{Name: a.Name, ContentType: a.ContentType, Size: size}
-	}
-	job.Attachments = atts
+// WithoutBulk returns job with its bulk left out (for records and results).
+func (job Job) WithoutBulk() Job {
+	job.Bulk = nil
 	return job
 }
 
@@ -135,7 +131,7 @@ type Result struct {
 	// Details is what the processor tells about the run (files changed, commit, previews...),
 	// opaque to the queue layer: JSON its readers decode (the pipeline's report.Of).
 	Details json.RawMessage `json:"details,omitempty"`
-	// Job is the job this result is for, without attachment data, so a reply can be sent
+	// Job is the job this result is for, without its bulk, so a reply can be sent
 	// and a lost record rebuilt from the result alone.
 	Job *Job `json:"job,omitempty"`
 }

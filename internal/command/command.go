@@ -17,6 +17,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agent"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -81,7 +82,7 @@ func (p *Processor) Process(ctx context.Context, task worker.Task) (worker.Outco
 	defer sess.Close()
 	spec := agent.Spec{Kind: agent.KindCommand, Command: p.cfg.Command, InterruptGrace: p.cfg.InterruptGrace}
 	jail := p.cfg.Sandbox.Jail(sandbox.Spec{Writable: []string{dir}, Egress: p.egressSpec(sess)})
-	req := agent.Request{Dir: dir, Prompt: task.Job.Instruction, Env: p.env(task, sess), Home: dir, Jail: jail}
+	req := agent.Request{Dir: dir, Prompt: jobspec.Of(task.Job).Instruction, Env: p.env(task, sess), Home: dir, Jail: jail}
 	res, err := agent.Run(ctx, spec, req)
 	out := worker.Outcome{Summary: res.Summary, ExitCode: res.ExitCode, OutputTail: res.OutputTail,
 		Report: report.Report{DurationMs: res.Duration.Milliseconds(), EgressDenied: denials(sess),

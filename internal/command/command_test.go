@@ -14,6 +14,7 @@ import (
 	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/command"
 	"github.com/webordinary/webordinary/internal/egress"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/reaper"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -70,8 +71,9 @@ func TestCommandNetworkIsItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	tn, _ := tenant.New("site", "alice")
-	out, err := p.Process(context.Background(), worker.Task{Job: broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1",
-		Instruction: "attack"}, Attempt: 1, CheckLease: func(context.Context) error { return nil }})
+	out, err := p.Process(context.Background(), worker.Task{
+		Job:     jobspec.Spec{Instruction: "attack"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1"}),
+		Attempt: 1, CheckLease: func(context.Context) error { return nil }})
 	if err != nil {
 		t.Fatalf("command: %v (%+v)", err, out)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/command"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -36,7 +37,7 @@ func TestCommandOverItsLimitFailsForGood(t *testing.T) {
 	tn, _ := tenant.New("site", "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = p.Process(ctx, worker.Task{Job: broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x"}, Attempt: 1})
+	_, err = p.Process(ctx, worker.Task{Job: jobspec.Spec{Instruction: "x"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn}), Attempt: 1})
 	if !errors.Is(err, worker.ErrPermanent) || !errors.Is(err, sandbox.ErrLimit) || !strings.Contains(err.Error(), "disk=4MiB") {
 		t.Fatalf("6 MiB under disk=4MiB: %v", err)
 	}

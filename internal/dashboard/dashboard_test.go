@@ -13,6 +13,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/dashboard"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -298,8 +299,8 @@ func retry(t *testing.T, f *fixture, token string, rec broker.JobRecord) broker.
 	if err != nil {
 		t.Fatalf("retried job %q: %v", id, err)
 	}
-	if id == rec.Job.ID || newRec.Job.Instruction != rec.Job.Instruction || newRec.Job.Thread != rec.Job.Thread ||
-		newRec.Job.From != rec.Job.From {
+	if id == rec.Job.ID || jobspec.Of(newRec.Job).Instruction != jobspec.Of(rec.Job).Instruction || newRec.Job.Thread != rec.Job.Thread ||
+		jobspec.Of(newRec.Job).From != jobspec.Of(rec.Job).From {
 		t.Errorf("retry made %+v from %+v", newRec.Job, rec.Job)
 	}
 	if _, body := f.get(loc.String()); !strings.Contains(body, "Re-submitted as job") {

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
@@ -127,7 +128,8 @@ func (d *Dashboard) findDeadLetter(ctx context.Context, r *http.Request) (tenant
 
 // resubmission is job as a new request: same tenant, thread, content and email threading.
 func resubmission(job broker.Job) router.Request {
+	s := jobspec.Of(job)
 	return router.Request{Project: job.Tenant.Project, User: job.Tenant.User, Thread: job.Thread,
-		Instruction: job.Instruction, RepoURL: job.RepoURL, From: job.From, Subject: job.Subject,
-		Attachments: job.Attachments, MessageID: job.MessageID, References: job.References}
+		Instruction: s.Instruction, RepoURL: s.RepoURL, From: s.From, Subject: s.Subject,
+		Attachments: s.Attachments, MessageID: s.MessageID, References: s.References}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
 
@@ -87,6 +88,7 @@ var funcs = template.FuncMap{
 	"dur":        compactDuration,
 	"ms":         func(n int64) string { return compactDuration(time.Duration(n) * time.Millisecond) },
 	"excerpt":    excerpt,
+	"spec":       jobspec.Of,
 	"short":      shortID,
 	"stateClass": stateClass,
 	"workerClass": func(s string) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/failure"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/live"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/router"
@@ -112,9 +113,9 @@ func (f *fixture) processor() worker.Processor {
 		out := f.hub.Writer(task.Job.ID)
 		fmt.Fprintf(out, "agent: working on %s\n", task.Job.ID)
 		switch {
-		case strings.HasPrefix(task.Job.Instruction, "fail"):
+		case strings.HasPrefix(jobspec.Of(task.Job).Instruction, "fail"):
 			return worker.Outcome{}, errAlways
-		case strings.HasPrefix(task.Job.Instruction, "block"):
+		case strings.HasPrefix(jobspec.Of(task.Job).Instruction, "block"):
 			select {
 			case <-f.gate:
 			case <-ctx.Done():
@@ -126,7 +127,7 @@ func (f *fixture) processor() worker.Processor {
 }
 
 func outcome(task worker.Task) worker.Outcome {
-	return worker.Outcome{Summary: "Summary: did <" + task.Job.Instruction + ">", Report: report.Report{
+	return worker.Outcome{Summary: "Summary: did <" + jobspec.Of(task.Job).Instruction + ">", Report: report.Report{
 		Files:         []report.FileChange{{Status: "M", Path: "index.html"}, {Status: "A", Path: "<img src=x>.png"}},
 		Diffstat:      " 2 files changed, 3 insertions(+) <i>x</i>",
 		PreviewURLs:   []string{"http://edit.site.localhost:8080/", "javascript:alert(1)"},

@@ -56,7 +56,7 @@ func (r *run) checkTurn(ctx context.Context, rep shots.Report) (changed bool, er
 		return false, err
 	}
 	first := r.agentRes
-	err = r.runAgentStage(ctx, "check", checkPrompt(r.task.Job.Instruction, pics, rep.Unchanged))
+	err = r.runAgentStage(ctx, "check", checkPrompt(r.spec.Instruction, pics, rep.Unchanged))
 	if r.agentRes.Summary != first.Summary { // the turn said something (mergeAgent keeps the last said)
 		r.check.Summary = strings.TrimSpace(r.agentRes.Summary)
 	}

@@ -14,8 +14,8 @@ import (
 
 	_ "image/png"
 
-	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/capability"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
 	"github.com/webordinary/webordinary/internal/shots"
@@ -276,7 +276,7 @@ func TestPicturesOfANewThreadCompareWithTheLiveSite(t *testing.T) {
 	if _, err := f.run(task("t1", "replace Hello with Hi there in index.html")); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := f.run(action("t1", broker.ActionPublish, "publish")); err != nil || out.Report.LiveURL == "" {
+	if out, err := f.run(action("t1", jobspec.ActionPublish, "publish")); err != nil || out.Report.LiveURL == "" {
 		t.Fatalf("publish: %v %+v", err, out.Report)
 	}
 	first := task("t2", "replace About us with About the bakery in about.html\nwrite contact.html: <p>Call us</p>")

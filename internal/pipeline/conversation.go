@@ -39,7 +39,7 @@ func (r *run) commitPartial(ctx context.Context) (string, error) {
 	if r.base == "" {
 		return "", nil
 	}
-	msg := "Interrupted: " + firstLine(r.task.Job.Instruction) + "\n\nStopped before it finished; this is the partial work."
+	msg := "Interrupted: " + firstLine(r.spec.Instruction) + "\n\nStopped before it finished; this is the partial work."
 	sha, committed, err := r.ws.Commit(ctx, msg, r.author(), r.trailers())
 	if err != nil {
 		return "", err
@@ -69,7 +69,7 @@ func interruptedSummary(newer, committed bool, branch string) string {
 
 // handOver records this interrupted job on its thread for the next job's agent.
 func (r *run) handOver(ctx context.Context, commit string, files []report.FileChange) {
-	ij := project.InterruptedJob{Job: r.task.Job.ID, Instruction: r.task.Job.Instruction, Commit: commit,
+	ij := project.InterruptedJob{Job: r.task.Job.ID, Instruction: r.spec.Instruction, Commit: commit,
 		Summary: strings.TrimSpace(r.agentRes.Summary)}
 	for _, f := range files {
 		ij.Files = append(ij.Files, f.Status+" "+f.Path)

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/failure"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/project"
 )
 
@@ -27,11 +27,11 @@ func TestFailureKindsAreTypedWhereKnown(t *testing.T) {
 		files map[string]string
 		proj  func(*project.Project)
 		setup func(t *testing.T, f *fixture)
-		job   func(*broker.Job)
+		job   func(*jobspec.Spec)
 		want  failure.Kind
 	}{
 		{name: "build", files: broken, proj: func(p *project.Project) { p.RepairTurns = -1 },
-			job: func(j *broker.Job) { j.Instruction = "write broken: oops" }, want: failure.Build},
+			job: func(s *jobspec.Spec) { s.Instruction = "write broken: oops" }, want: failure.Build},
 		{name: "agent", proj: func(p *project.Project) {
 			p.Agent = project.AgentSpec{Kind: "command", Command: "echo 'the build went wrong' >&2; exit 1"}
 		}, want: failure.Agent},
@@ -49,8 +49,8 @@ func TestFailureKindsAreTypedWhereKnown(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want: failure.Save},
-		{name: "size", proj: func(p *project.Project) { p.MaxAttachmentBytes = 4 }, job: func(j *broker.Job) {
-			j.Attachments = []broker.Attachment{{Name: "photo.jpg", Data: []byte("too many bytes")}}
+		{name: "size", proj: func(p *project.Project) { p.MaxAttachmentBytes = 4 }, job: func(s *jobspec.Spec) {
+			s.Attachments = []jobspec.Attachment{{Name: "photo.jpg", Data: []byte("too many bytes")}}
 		}, want: failure.Size},
 	}
 	for _, c := range cases {
@@ -62,7 +62,7 @@ func TestFailureKindsAreTypedWhereKnown(t *testing.T) {
 			}
 			tk := task("t1", "replace Hello with Hi in index.html")
 			if c.job != nil {
-				c.job(&tk.Job)
+				ask(&tk, c.job)
 			}
 			_, err := f.run(tk)
 			if err == nil {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -58,7 +58,9 @@ func TestAttachmentsFolderLinkedOutIsRefused(t *testing.T) {
 	f := setup(t, site, nil)
 	f.pushLinks(map[string]string{"public/attachments": secret})
 	tk := task("t1", "write note.txt: hi")
-	tk.Job.Attachments = []broker.Attachment{{Name: "cron", Data: []byte("* * * * * root sh -c pwned\n")}}
+	ask(&tk, func(s *jobspec.Spec) {
+		s.Attachments = []jobspec.Attachment{{Name: "cron", Data: []byte("* * * * * root sh -c pwned\n")}}
+	})
 	_, err := f.run(tk)
 	if entries, _ := os.ReadDir(secret); len(entries) != 1 {
 		t.Fatalf("the platform wrote into the linked directory: %v", entries)

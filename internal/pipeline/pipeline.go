@@ -18,6 +18,7 @@ import (
 	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/jobenv"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -161,10 +162,8 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 	if err != nil {
 		return nil, permanentIf(err, project.ErrThreadOwner)
 	}
-	remote := proj.RepoURL
-	if job.RepoURL != "" {
-		remote = job.RepoURL
-	}
+	spec := jobspec.Of(job)
+	remote := cmp.Or(spec.RepoURL, proj.RepoURL)
 	state := filepath.Join(p.cfg.State, job.Tenant.Project, job.Tenant.User)
 	// 0755 before the askpass helper's 0700 git/ below it: a sandboxed job's user must reach
 	// its agent state and home here.
@@ -175,7 +174,7 @@ func (p *Pipeline) newRun(ctx context.Context, task worker.Task) (*run, error) {
 	if err != nil && !errors.Is(err, workspace.ErrNoToken) {
 		return nil, err
 	}
-	r := &run{p: p, task: task, proj: proj, thread: th, state: state, start: time.Now(), stages: map[string]int64{},
+	r := &run{p: p, task: task, spec: spec, proj: proj, thread: th, state: state, start: time.Now(), stages: map[string]int64{},
 		log: p.cfg.Logger.With(slog.String("tenant", job.Tenant.String()), slog.String("job", job.ID))}
 	r.ws = &workspace.Workspace{Dir: filepath.Join(p.cfg.Workspaces, job.Tenant.Project, job.Tenant.User),
 		Remote: remote, Env: env, Log: r.output()}

@@ -16,6 +16,7 @@ import (
 	"github.com/webordinary/webordinary/internal/agent/agenttest"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/pipeline"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/project"
@@ -135,8 +136,15 @@ var site = map[string]string{"index.html": "<h1>Hello</h1>\n", "about.html": "<p
 
 func task(thread, instruction string) worker.Task {
 	tn, _ := tenant.New("site", "alice")
-	return worker.Task{Job: broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: thread, Instruction: instruction,
-		From: "alice@example.com"}, Attempt: 1, CheckLease: func(context.Context) error { return nil }}
+	job := jobspec.Spec{Instruction: instruction, From: "alice@example.com"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: thread})
+	return worker.Task{Job: job, Attempt: 1, CheckLease: func(context.Context) error { return nil }}
+}
+
+// ask changes what tk's job asks.
+func ask(tk *worker.Task, change func(*jobspec.Spec)) {
+	s := jobspec.Of(tk.Job)
+	change(&s)
+	s.Set(&tk.Job)
 }
 
 func (f *fixture) run(tk worker.Task) (worker.Outcome, error) {
@@ -328,12 +336,14 @@ func TestAgentSeesNoPlatformSecretsAndAttachmentsAreSanitized(t *testing.T) {
 	t.Parallel()
 	f := setup(t, site, nil)
 	tk := task("t1", "print-env env.txt")
-	tk.Job.Attachments = []broker.Attachment{
-		{Name: "../../../etc/passwd", Data: []byte("p")},
-		{Name: ".hidden", Data: []byte("h")},
-		{Name: `..\..\win.ini`, Data: []byte("w")},
-		{Name: "photo 1.jpg", Data: []byte("jpg")},
-	}
+	ask(&tk, func(s *jobspec.Spec) {
+		s.Attachments = []jobspec.Attachment{
+			{Name: "../../../etc/passwd", Data: []byte("p")},
+			{Name: ".hidden", Data: []byte("h")},
+			{Name: `..\..\win.ini`, Data: []byte("w")},
+			{Name: "photo 1.jpg", Data: []byte("jpg")},
+		}
+	})
 	out, err := f.run(tk)
 	if err != nil {
 		t.Fatal(err)

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
 func action(thread, act, text string) worker.Task {
 	tk := task(thread, text)
-	tk.Job.Action = act
+	ask(&tk, func(s *jobspec.Spec) { s.Action = act })
 	return tk
 }
 
@@ -27,7 +27,7 @@ func TestPublishThenUndo(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := git(t, f.origin, "rev-parse", "main")
-	out, err := f.run(action("t1", broker.ActionPublish, "publish"))
+	out, err := f.run(action("t1", jobspec.ActionPublish, "publish"))
 	if err != nil {
 		t.Fatalf("publish: %v %+v", err, out)
 	}
@@ -44,12 +44,12 @@ func TestPublishThenUndo(t *testing.T) {
 	if !strings.Contains(out.Summary, "live at http://site.localhost/") {
 		t.Fatalf("summary %q", out.Summary)
 	}
-	again, err := f.run(action("t1", broker.ActionPublish, "publish"))
+	again, err := f.run(action("t1", jobspec.ActionPublish, "publish"))
 	if err != nil || again.Report.Commit != "" || !strings.Contains(again.Summary, "already published") {
 		t.Fatalf("publishing again: %v %q %+v", err, again.Summary, again.Report)
 	}
 
-	undo, err := f.run(action("t1", broker.ActionUndo, "undo"))
+	undo, err := f.run(action("t1", jobspec.ActionUndo, "undo"))
 	if err != nil {
 		t.Fatalf("undo: %v %+v", err, undo)
 	}
@@ -59,7 +59,7 @@ func TestPublishThenUndo(t *testing.T) {
 	if _, body := f.page(r.LiveURL, "/"); !strings.Contains(body, "Hello") {
 		t.Fatalf("live site after undo: %q", body)
 	}
-	if _, err := f.run(action("t1", broker.ActionUndo, "undo")); !errors.Is(err, worker.ErrPermanent) || !strings.Contains(err.Error(), "no publish") {
+	if _, err := f.run(action("t1", jobspec.ActionUndo, "undo")); !errors.Is(err, worker.ErrPermanent) || !strings.Contains(err.Error(), "no publish") {
 		t.Fatalf("second undo: %v", err)
 	}
 	th, _ := f.threads.Get(context.Background(), "t1")
@@ -81,7 +81,7 @@ func TestPublishConflictIsResolvedByTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.pushToMain("index.html", "<h1>Howdy</h1>\n")
-	out, err := f.run(action("t1", broker.ActionPublish, "publish"))
+	out, err := f.run(action("t1", jobspec.ActionPublish, "publish"))
 	if err != nil {
 		t.Fatalf("publish: %v %+v", err, out)
 	}
@@ -104,7 +104,7 @@ func TestPublishConflictThatCannotBeResolved(t *testing.T) {
 	}
 	f.pushToMain("index.html", "<h1>Howdy</h1>\n")
 	main := git(t, f.origin, "rev-parse", "main")
-	out, err := f.run(action("t1", broker.ActionPublish, "publish"))
+	out, err := f.run(action("t1", jobspec.ActionPublish, "publish"))
 	if !errors.Is(err, worker.ErrPermanent) || !strings.Contains(err.Error(), "conflict with changes made to the live site") ||
 		!strings.Contains(err.Error(), "nothing was published") {
 		t.Fatalf("publish: %v", err)
@@ -135,7 +135,7 @@ func TestPublishReusesThePreview(t *testing.T) {
 	if _, err := f.run(task("t1", "replace Hello with Hi there in index.html")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := f.run(action("t1", broker.ActionPublish, "publish"))
+	out, err := f.run(action("t1", jobspec.ActionPublish, "publish"))
 	if err != nil {
 		t.Fatalf("publish: %v %+v", err, out)
 	}
@@ -154,7 +154,7 @@ func TestPublishReusesThePreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.pushToMain("index.html", "<h1>Hi there, again</h1>\n")
-	out, err = f.run(action("t2", broker.ActionPublish, "publish"))
+	out, err = f.run(action("t2", jobspec.ActionPublish, "publish"))
 	if err != nil {
 		t.Fatalf("publish after main moved: %v %+v", err, out)
 	}

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/agent"
-	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/build"
 	"github.com/webordinary/webordinary/internal/egress"
 	"github.com/webordinary/webordinary/internal/failure"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/preview"
@@ -29,6 +29,7 @@ import (
 type run struct {
 	p      *Pipeline
 	task   worker.Task
+	spec   jobspec.Spec // what task.Job asks
 	proj   project.Project
 	thread project.Thread
 	ws     *workspace.Workspace
@@ -57,10 +58,10 @@ type run struct {
 }
 
 func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
-	switch r.task.Job.Action {
-	case broker.ActionPublish:
+	switch r.spec.Action {
+	case jobspec.ActionPublish:
 		return r.publishLive(ctx)
-	case broker.ActionUndo:
+	case jobspec.ActionUndo:
 		return r.undoLive(ctx)
 	}
 	if err := r.stage("git", func() error { return r.prepare(ctx) }); err != nil {
@@ -234,7 +235,7 @@ func (r *run) output() io.Writer {
 }
 
 func (r *run) author() workspace.Author {
-	email := r.task.Job.From
+	email := r.spec.From
 	if email == "" {
 		email = r.task.Job.Tenant.User + "@" + r.task.Job.Tenant.Project + ".webordinary.invalid"
 	}
@@ -246,7 +247,7 @@ func (r *run) trailers() []string {
 }
 
 func (r *run) commitMessage() string {
-	msg := firstLine(r.task.Job.Instruction)
+	msg := firstLine(r.spec.Instruction)
 	if s := strings.TrimSpace(r.agentRes.Summary); s != "" {
 		msg += "\n\n" + s
 	}

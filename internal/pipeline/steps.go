@@ -33,7 +33,7 @@ const systemPrompt = `You are editing a website's git repository for its owner, 
 func (r *run) prompt() string {
 	var b strings.Builder
 	b.WriteString(r.handedOver())
-	b.WriteString(r.task.Job.Instruction)
+	b.WriteString(r.spec.Instruction)
 	if len(r.attachments) > 0 {
 		b.WriteString("\n\nAttached files (already saved in the repository):\n")
 		for _, a := range r.attachments {
@@ -353,7 +353,7 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // sanitized, unique names, and remembers their repository paths for the agent. The folder is
 // in the job's tree: it is written through package hostile, so a link there is refused.
 func (r *run) saveAttachments() error {
-	if len(r.task.Job.Attachments) == 0 {
+	if len(r.spec.Attachments) == 0 {
 		return nil
 	}
 	tree, err := hostile.Open(r.ws.Dir)
@@ -365,7 +365,7 @@ func (r *run) saveAttachments() error {
 	if err := tree.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("attachments were not saved: %w", err)
 	}
-	for i, a := range r.task.Job.Attachments {
+	for i, a := range r.spec.Attachments {
 		if int64(len(a.Data)) > r.proj.MaxAttachmentBytes {
 			return failure.Mark(failure.Size, fmt.Errorf("attachment %q is %d bytes; this project takes at most %d", a.Name, len(a.Data), r.proj.MaxAttachmentBytes))
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
@@ -107,21 +108,21 @@ func New(cfg Config) (*Router, error) {
 type Request struct {
 	// JobID, when set, makes Submit idempotent: submitting the same id again returns the
 	// accepted job (see broker.JobIDAt). Default: a new id.
-	JobID       string              `json:"jobId,omitempty"`
-	Project     string              `json:"project"`
-	User        string              `json:"user"`
-	Thread      string              `json:"thread,omitempty"`
-	Instruction string              `json:"instruction"`
-	RepoURL     string              `json:"repoUrl,omitempty"`
-	From        string              `json:"from,omitempty"`
-	Subject     string              `json:"subject,omitempty"`
-	Attachments []broker.Attachment `json:"attachments,omitempty"`
-	MessageID   string              `json:"messageId,omitempty"`
-	References  []string            `json:"references,omitempty"`
-	// Action: broker.ActionEdit (default), ActionPublish or ActionUndo; the last two need an
+	JobID       string               `json:"jobId,omitempty"`
+	Project     string               `json:"project"`
+	User        string               `json:"user"`
+	Thread      string               `json:"thread,omitempty"`
+	Instruction string               `json:"instruction"`
+	RepoURL     string               `json:"repoUrl,omitempty"`
+	From        string               `json:"from,omitempty"`
+	Subject     string               `json:"subject,omitempty"`
+	Attachments []jobspec.Attachment `json:"attachments,omitempty"`
+	MessageID   string               `json:"messageId,omitempty"`
+	References  []string             `json:"references,omitempty"`
+	// Action: jobspec.ActionEdit (default), ActionPublish or ActionUndo; the last two need an
 	// existing Thread.
 	Action string `json:"action,omitempty"`
-	// Guessed marks an instruction that mail extraction guessed (broker.Job.Guessed).
+	// Guessed marks an instruction that mail extraction guessed (jobspec.Spec.Guessed).
 	Guessed bool `json:"guessed,omitempty"`
 }
 
@@ -139,7 +140,7 @@ func (req Request) job() (broker.Job, error) {
 		return broker.Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	switch {
-	case req.Action != broker.ActionEdit && req.Action != broker.ActionPublish && req.Action != broker.ActionUndo:
+	case req.Action != jobspec.ActionEdit && req.Action != jobspec.ActionPublish && req.Action != jobspec.ActionUndo:
 		return broker.Job{}, fmt.Errorf("%w: action %q: use publish or undo, or none for an edit", ErrInvalid, req.Action)
 	case strings.TrimSpace(req.Instruction) == "":
 		return broker.Job{}, fmt.Errorf("%w: the instruction is empty; say what to change", ErrInvalid)
@@ -152,10 +153,10 @@ func (req Request) job() (broker.Job, error) {
 	} else if !jobIDPattern.MatchString(id) {
 		return broker.Job{}, fmt.Errorf("%w: job id %q is not of the form j + 24 hex digits", ErrInvalid, id)
 	}
-	return broker.Job{ID: id, Tenant: t, Thread: req.Thread, Instruction: req.Instruction,
-		RepoURL: req.RepoURL, From: req.From, Subject: req.Subject, Attachments: req.Attachments,
-		MessageID: req.MessageID, References: req.References, Action: req.Action, Guessed: req.Guessed,
-		AcceptedAt: time.Now()}, nil
+	spec := jobspec.Spec{Instruction: req.Instruction, RepoURL: req.RepoURL, From: req.From, Subject: req.Subject,
+		Attachments: req.Attachments, MessageID: req.MessageID, References: req.References, Action: req.Action,
+		Guessed: req.Guessed}
+	return spec.On(broker.Job{ID: id, Tenant: t, Thread: req.Thread, AcceptedAt: time.Now()}), nil
 }
 
 // NewThreadID returns a new thread id ("t" + 12 hex digits).
@@ -322,7 +323,7 @@ func (r *Router) tryNudge(ctx context.Context, job broker.Job) error {
 	case errors.Is(err, broker.ErrNotFound):
 		r.waiting(t, job.AcceptedAt)
 		return r.b.Claims.Request(ctx, t, job.AcceptedAt)
-	case err == nil && job.Action == broker.ActionEdit && r.cfg.Policy(ctx, t) == PolicyInterrupt:
+	case err == nil && jobspec.Of(job).Action == jobspec.ActionEdit && r.cfg.Policy(ctx, t) == PolicyInterrupt:
 		return r.b.Signals.Interrupt(ctx, t, broker.Interrupt{Before: job.ID, Thread: job.Thread, Job: carried(job),
 			Reason: "a newer instruction on the same thread (" + job.ID + ")"})
 	}
@@ -332,11 +333,7 @@ func (r *Router) tryNudge(ctx context.Context, job broker.Job) error {
 // carried is job, to travel with the interrupt it sends, when it is small enough: the owner
 // that stops its thread's running job for it puts it first in the tenant's queue.
 func carried(job broker.Job) *broker.Job {
-	n := len(job.Instruction)
-	for _, a := range job.Attachments {
-		n += len(a.Data)
-	}
-	if n > broker.MaxPromotedJob { // spare encoding what is too large anyway
+	if len(job.Payload)+len(job.Bulk) > broker.MaxPromotedJob { // spare encoding what is too large anyway
 		return nil
 	}
 	if data, err := json.Marshal(job); err != nil || len(data) > broker.MaxPromotedJob {

@@ -14,6 +14,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker/awsq/awsqtest"
 	"github.com/webordinary/webordinary/internal/broker/mem"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
@@ -98,9 +99,9 @@ func TestTooLargeJobIsRefusedNotLost(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
 		r, _ := router.New(router.Config{Backend: b})
-		big := broker.Attachment{Name: "huge.bin", Data: make([]byte, 70<<20)}
+		big := jobspec.Attachment{Name: "huge.bin", Data: make([]byte, 70<<20)}
 		rec, err := r.Submit(context.Background(), router.Request{Project: "site", User: "alice", Instruction: "x",
-			Attachments: []broker.Attachment{big}})
+			Attachments: []jobspec.Attachment{big}})
 		if !errors.Is(err, router.ErrInvalid) || !errors.Is(err, broker.ErrTooLarge) {
 			t.Fatalf("70 MB job: %v; want ErrInvalid wrapping ErrTooLarge", err)
 		}
@@ -125,13 +126,13 @@ func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
 		defer cancel()
 		go func() { _ = r.Run(ctx) }()
 		tn := tenant.ID{Project: "site", User: "alice"}
-		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", From: "alice@example.com"}
+		job := jobspec.Spec{Instruction: "x", From: "alice@example.com"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1"})
 		if err := b.Results.Publish(ctx, broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone, Job: &job}); err != nil {
 			t.Fatal(err)
 		}
 		<-got
 		rec, err := b.Jobs.Get(ctx, job.ID)
-		if err != nil || rec.State != broker.StateDone || rec.Job.From != "alice@example.com" {
+		if err != nil || rec.State != broker.StateDone || jobspec.Of(rec.Job).From != "alice@example.com" {
 			t.Fatalf("rebuilt record %+v, %v", rec, err)
 		}
 	})
@@ -237,7 +238,7 @@ func TestAnExpiredLeaseIsClaimedWhenPendingCannotBeCounted(t *testing.T) {
 		if _, err := b.Leases.Acquire(ctx, tn, "crashed-w1", time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Inbox.Publish(ctx, broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+		if err := b.Inbox.Publish(ctx, jobspec.Spec{Instruction: "x"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn, AcceptedAt: time.Now()})); err != nil {
 			t.Fatal(err)
 		}
 		startRun(t, r)
@@ -267,7 +268,7 @@ func TestReconcileServesThePartThatAnswers(t *testing.T) {
 		part.Inbox = partInbox{b.Inbox}
 		r, _ := router.New(router.Config{Backend: &part})
 		tn := tenant.ID{Project: "site", User: "alice"}
-		if err := b.Inbox.Publish(ctx, broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+		if err := b.Inbox.Publish(ctx, jobspec.Spec{Instruction: "x"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn, AcceptedAt: time.Now()})); err != nil {
 			t.Fatal(err)
 		}
 		for pass := range 2 { // unowned in two passes in a row

@@ -238,7 +238,7 @@ func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome
 	res := broker.Result{JobID: rec.Job.ID, Tenant: rec.Job.Tenant, Thread: rec.Job.Thread, State: state,
 		Summary: out.Summary, ExitCode: out.ExitCode, OutputTail: out.OutputTail, Attempt: rec.Attempts,
 		Worker: o.w.id, LeaseToken: o.token, FinishedAt: now}
-	job := rec.Job.WithoutData()
+	job := rec.Job.WithoutBulk()
 	res.Job = &job
 	if !rec.StartedAt.IsZero() {
 		res.Duration = now.Sub(rec.StartedAt)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
 	"github.com/webordinary/webordinary/internal/worker"
@@ -196,7 +197,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 		var runs atomic.Int32
 		f.pool(worker.Config{Workers: 1, MaxAttempts: 3, Processor: worker.ProcessorFunc(
 			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-				if task.Job.Instruction == "fail" {
+				if jobspec.Of(task.Job).Instruction == "fail" {
 					runs.Add(1)
 					return worker.Outcome{ExitCode: 1}, errBoom
 				}
@@ -226,7 +227,7 @@ func TestInterruptByNewerJob(t *testing.T) {
 		running := make(chan struct{}, 1)
 		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
 			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-				if task.Job.Instruction == "slow" {
+				if jobspec.Of(task.Job).Instruction == "slow" {
 					running <- struct{}{}
 					<-ctx.Done()
 					return worker.Outcome{Summary: "partial"}, context.Cause(ctx)
@@ -263,7 +264,7 @@ func TestCorrectionRunsNext(t *testing.T) {
 			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
 				l.begin(task)
 				defer l.end(task)
-				if task.Job.Instruction == "long" {
+				if jobspec.Of(task.Job).Instruction == "long" {
 					running <- struct{}{}
 					<-ctx.Done()
 					return worker.Outcome{Summary: "partial"}, context.Cause(ctx)
@@ -353,7 +354,7 @@ func TestOtherThreadWaitsItsTurn(t *testing.T) {
 		var by atomic.Value
 		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
 			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-				if task.Job.Instruction != "slow" {
+				if jobspec.Of(task.Job).Instruction != "slow" {
 					return worker.Outcome{}, nil
 				}
 				running <- struct{}{}
@@ -391,7 +392,7 @@ func TestQueuePolicyDoesNotInterrupt(t *testing.T) {
 		release := make(chan struct{})
 		f.pool(worker.Config{Workers: 1, Processor: worker.ProcessorFunc(
 			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-				if task.Job.Instruction == "slow" {
+				if jobspec.Of(task.Job).Instruction == "slow" {
 					running <- struct{}{}
 					select {
 					case <-release:
@@ -534,7 +535,7 @@ func TestCrashLoopIsDeadLettered(t *testing.T) {
 				return worker.Outcome{}, nil
 			})})
 		tn, _ := tenant.New("site", "alice")
-		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "crashes workers", AcceptedAt: time.Now()}
+		job := jobspec.Spec{Instruction: "crashes workers"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", AcceptedAt: time.Now()})
 		b := f.b
 		if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateRunning, Attempts: 6}); err != nil {
 			t.Fatal(err)
@@ -586,7 +587,7 @@ func TestClaimWithNothingToDoIsReleased(t *testing.T) {
 		f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: worker.ProcessorFunc(
 			func(context.Context, worker.Task) (worker.Outcome, error) { runs.Add(1); return worker.Outcome{}, nil })})
 		tn, _ := tenant.New("site", "alice")
-		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", Instruction: "x", AcceptedAt: time.Now()}
+		job := jobspec.Spec{Instruction: "x"}.On(broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1", AcceptedAt: time.Now()})
 		b := f.b
 		res := broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone}
 		if err := b.Jobs.Create(f.ctx, broker.JobRecord{Job: job, State: broker.StateDone, Result: &res}); err != nil {
@@ -931,7 +932,7 @@ func TestAJobFinishedElsewhereIsNotMadeQueuedAgain(t *testing.T) {
 		var runs atomic.Int32
 		f.pool(worker.Config{Workers: 1, MaxAttempts: 3, RetryBackoff: 50 * time.Millisecond, Processor: worker.ProcessorFunc(
 			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
-				if task.Job.Instruction != "raced" {
+				if jobspec.Of(task.Job).Instruction != "raced" {
 					return worker.Outcome{}, nil
 				}
 				runs.Add(1)

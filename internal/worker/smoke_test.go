@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/worker"
 )
 
@@ -15,7 +16,7 @@ func TestSmoke(t *testing.T) {
 		ran := make(chan string, 10)
 		f.pool(worker.Config{Workers: 2, Processor: worker.ProcessorFunc(func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
 			ran <- task.Job.ID
-			return worker.Outcome{Summary: "ok " + task.Job.Instruction}, nil
+			return worker.Outcome{Summary: "ok " + jobspec.Of(task.Job).Instruction}, nil
 		})})
 		rec := f.submit("site", "alice", "hello")
 		got := f.wait(rec.Job.ID, 10*time.Second)

@@ -33,7 +33,7 @@ func setup(t *testing.T, cfg awsq.Config) (context.Context, awsq.Config) {
 }
 
 func newJob(t tenant.ID, n int) broker.Job {
-	return broker.Job{ID: broker.NewJobID(), Tenant: t, Thread: "thread-1", Instruction: fmt.Sprintf("instruction %d", n), AcceptedAt: time.Now().UTC()}
+	return broker.Job{ID: broker.NewJobID(), Tenant: t, Thread: "thread-1", Payload: []byte(fmt.Sprintf(`"job %d"`, n)), AcceptedAt: time.Now().UTC()}
 }
 
 func must(t *testing.T, err error, what string) {
@@ -54,7 +54,7 @@ func open(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID, ac
 func next(t *testing.T, ctx context.Context, q broker.Queue, want broker.Job, within time.Duration) broker.Delivery {
 	t.Helper()
 	d, err := q.Next(ctx, within)
-	must(t, err, "next, expecting "+want.Instruction)
+	must(t, err, "next, expecting "+string(want.Payload))
 	if d.Job().ID != want.ID {
 		t.Fatalf("expected %s next, got %s", want.ID, d.Job().ID)
 	}
@@ -257,8 +257,8 @@ func TestLargeJobGoesThroughS3(t *testing.T) {
 	ctx, cfg := setup(t, awsq.Config{})
 	b := awsqtest.Open(t, cfg)
 	job := newJob(alice, 1)
-	data := bytes.Repeat([]byte("photo"), 400*1024) // 2 MB
-	job.Attachments = []broker.Attachment{{Name: "big.jpg", ContentType: "image/jpeg", Data: data}}
+	data := []byte(`"` + strings.Repeat("photo", 400*1024) + `"`) // 2 MB
+	job.Bulk = data
 	must(t, b.Inbox.Publish(ctx, job), "publish a 2 MB job")
 	raw := awsqtest.ClientsOf(cfg).S3
 	objects := func() int {
@@ -270,8 +270,8 @@ func TestLargeJobGoesThroughS3(t *testing.T) {
 		t.Fatalf("expected the job's payload in S3, got %d objects", n)
 	}
 	d := next(t, ctx, open(t, ctx, b, alice, 30*time.Second), job, 5*time.Second)
-	if got := d.Job().Attachments; len(got) != 1 || !bytes.Equal(got[0].Data, data) {
-		t.Fatalf("expected the 2 MB attachment back intact")
+	if got := d.Job().Bulk; !bytes.Equal(got, data) {
+		t.Fatalf("expected the 2 MB bulk back intact")
 	}
 	must(t, d.Ack(ctx), "ack")
 	if n := objects(); n != 0 {

@@ -19,18 +19,35 @@ var (
 	tenantC = tenant.ID{Project: "site-c", User: "carol"}
 )
 
-// newJob returns a job for t numbered n, with an attachment so a round trip is checked whole.
+// newJob returns a job for t numbered n, with a payload and a bulk so a round trip is checked
+// whole.
 func newJob(t tenant.ID, n int) broker.Job {
 	return broker.Job{
-		ID:          broker.NewJobID(),
-		Tenant:      t,
-		Thread:      "thread-1",
-		Instruction: fmt.Sprintf("instruction %d for %s", n, t),
-		From:        "owner@example.com",
-		Subject:     fmt.Sprintf("change %d", n),
-		Attachments: []broker.Attachment{{Name: "photo.jpg", ContentType: "image/jpeg", Data: []byte{0xff, 0xd8, byte(n)}}},
-		AcceptedAt:  time.Now().UTC(),
+		ID:         broker.NewJobID(),
+		Tenant:     t,
+		Thread:     "thread-1",
+		AcceptedAt: time.Now().UTC(),
+		Payload:    payloadOf(fmt.Sprintf("job %d for %s", n, t)),
+		Bulk:       json.RawMessage(fmt.Sprintf(`["/9j/%02x=="]`, n%64)),
 	}
+}
+
+// testPayload is the payload of the suite's jobs: a label that names the job in failures.
+type testPayload struct {
+	Label string `json:"label"`
+}
+
+// payloadOf returns the payload labelled label.
+func payloadOf(label string) json.RawMessage {
+	raw, _ := json.Marshal(testPayload{Label: label})
+	return raw
+}
+
+// label returns the label of job's payload ("" without one).
+func label(job broker.Job) string {
+	var p testPayload
+	_ = json.Unmarshal(job.Payload, &p)
+	return p.Label
 }
 
 // newRecord returns a queued job record for t.

@@ -41,7 +41,7 @@ func promote(t *testing.T, ctx context.Context, q broker.Queue, job broker.Job) 
 	t.Helper()
 	ok, err := broker.Promote(ctx, q, job)
 	if !ok || err != nil {
-		t.Fatalf("promote %q: expected it promoted, got %v, %v", job.Instruction, ok, err)
+		t.Fatalf("promote %q: expected it promoted, got %v, %v", label(job), ok, err)
 	}
 }
 

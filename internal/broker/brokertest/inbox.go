@@ -340,12 +340,12 @@ func expectNext(t *testing.T, ctx context.Context, q broker.Queue, want broker.J
 func expectNextWithin(t *testing.T, ctx context.Context, q broker.Queue, want broker.Job, attempt int, wait time.Duration) broker.Delivery {
 	t.Helper()
 	d, err := q.Next(ctx, wait)
-	fatalIfErr(t, err, fmt.Sprintf("next, expecting %q", want.Instruction))
+	fatalIfErr(t, err, fmt.Sprintf("next, expecting %q", label(want)))
 	if got := d.Job(); !sameJob(got, want) {
-		t.Fatalf("expected %q (%s) next, got %q (%s): %+v", want.Instruction, want.ID, got.Instruction, got.ID, got)
+		t.Fatalf("expected %q (%s) next, got %q (%s): %+v", label(want), want.ID, label(got), got.ID, got)
 	}
 	if attempt != 0 && d.Attempt() != attempt {
-		t.Errorf("expected %q on attempt %d, got attempt %d", want.Instruction, attempt, d.Attempt())
+		t.Errorf("expected %q on attempt %d, got attempt %d", label(want), attempt, d.Attempt())
 	}
 	return d
 }
@@ -362,7 +362,7 @@ func expectNothingWithin(t *testing.T, ctx context.Context, q broker.Queue, wait
 	d, err := q.Next(ctx, wait)
 	if err == nil {
 		job := d.Job()
-		t.Fatalf("expected no delivery, got %q (%s) on attempt %d", job.Instruction, job.ID, d.Attempt())
+		t.Fatalf("expected no delivery, got %q (%s) on attempt %d", label(job), job.ID, d.Attempt())
 	}
 	if !errors.Is(err, broker.ErrNoMessage) {
 		t.Fatalf("expected ErrNoMessage, got %v", err)
@@ -371,7 +371,7 @@ func expectNothingWithin(t *testing.T, ctx context.Context, q broker.Queue, wait
 
 func ack(t *testing.T, ctx context.Context, d broker.Delivery) {
 	t.Helper()
-	fatalIfErr(t, d.Ack(ctx), fmt.Sprintf("ack %q", d.Job().Instruction))
+	fatalIfErr(t, d.Ack(ctx), fmt.Sprintf("ack %q", label(d.Job())))
 }
 
 // expectPending checks tn's pending count now: a published message counts at once.

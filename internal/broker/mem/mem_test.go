@@ -2,6 +2,7 @@ package mem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -18,7 +19,7 @@ import (
 var alice = tenant.ID{Project: "site", User: "alice"}
 
 func job(n int) broker.Job {
-	return broker.Job{ID: broker.NewJobID(), Tenant: alice, Thread: "t1", Instruction: fmt.Sprint("job ", n), AcceptedAt: time.Now()}
+	return broker.Job{ID: broker.NewJobID(), Tenant: alice, Thread: "t1", Payload: []byte(fmt.Sprintf(`"job %d"`, n)), AcceptedAt: time.Now()}
 }
 
 // setup returns an engine closed at the end of the test and a context for its calls.
@@ -217,11 +218,11 @@ func TestLimits(t *testing.T) {
 	e, ctx := setup(t, mem.Config{MaxMessageSize: 1 << 10, DedupWindow: 100 * time.Millisecond})
 	b := e.Connect()
 	big := job(1)
-	big.Attachments = []broker.Attachment{{Name: "big", Data: make([]byte, 2<<10)}}
+	big.Bulk = []byte(`"` + strings.Repeat("x", 2<<10) + `"`)
 	if err := b.Inbox.Publish(ctx, big); !errors.Is(err, broker.ErrTooLarge) {
 		t.Errorf("publish of a big job: expected ErrTooLarge, got %v", err)
 	}
-	big.Attachments[0].Data = make([]byte, 900) // under the limit, but not once encoded
+	big.Bulk, _ = json.Marshal(make([]byte, 900)) // under the limit, but not once encoded
 	if err := b.Inbox.Publish(ctx, big); !errors.Is(err, broker.ErrTooLarge) {
 		t.Errorf("publish of a job too big once encoded: expected ErrTooLarge, got %v", err)
 	}
@@ -245,20 +246,20 @@ func TestValuesAreCopies(t *testing.T) {
 	e, ctx := setup(t, mem.Config{})
 	b := e.Connect()
 	j := job(1)
-	j.Attachments = []broker.Attachment{{Name: "a", Data: []byte("original")}}
+	j.Bulk = []byte(`"original"`)
 	must(t, b.Inbox.Publish(ctx, j), "publish")
 	must(t, b.Jobs.Create(ctx, broker.JobRecord{Job: j, State: broker.StateQueued}), "create")
-	j.Attachments[0].Data[0] = 'X'
+	j.Bulk[1] = 'X'
 	q, err := b.Inbox.Open(ctx, alice, broker.QueueOptions{})
 	must(t, err, "open")
 	d, err := q.Next(ctx, time.Second)
 	must(t, err, "next")
 	rec, err := b.Jobs.Get(ctx, j.ID)
 	must(t, err, "get")
-	if got := string(d.Job().Attachments[0].Data); got != "original" {
+	if got := string(d.Job().Bulk); got != `"original"` {
 		t.Errorf("queued job changed with the caller's slice: %q", got)
 	}
-	if got := string(rec.Job.Attachments[0].Data); got != "original" {
+	if got := string(rec.Job.Bulk); got != `"original"` {
 		t.Errorf("record changed with the caller's slice: %q", got)
 	}
 	tb, err := b.Table(ctx, "projects")

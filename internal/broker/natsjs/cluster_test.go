@@ -61,7 +61,7 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 	run := func(via, through *broker.Backend, id string) {
 		t.Helper()
 		tid := tenant.ID{Project: "p", User: id}
-		if err := via.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+		if err := via.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tid, Payload: []byte(`"x"`), AcceptedAt: time.Now()}); err != nil {
 			t.Fatalf("publish %s: %v", id, err)
 		}
 		q, err := through.Inbox.Open(ctx, tid, broker.QueueOptions{})
@@ -145,7 +145,7 @@ func tryOnce(ctx context.Context, via, through *broker.Backend) error {
 	defer cancel()
 	id := fmt.Sprint("after-", tries)
 	tid := tenant.ID{Project: "p", User: id}
-	if err := via.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tid, Instruction: "x", AcceptedAt: time.Now()}); err != nil {
+	if err := via.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tid, Payload: []byte(`"x"`), AcceptedAt: time.Now()}); err != nil {
 		return err
 	}
 	q, err := through.Inbox.Open(ctx, tid, broker.QueueOptions{})

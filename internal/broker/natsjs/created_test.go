@@ -24,7 +24,7 @@ func TestCreatedRevisionTravelsWithTheJob(t *testing.T) {
 	router, worker, other := open(), open(), open()
 	tn := mustTenant("p", "u")
 	submit := func(id string) broker.Job {
-		job := broker.Job{ID: id, Tenant: tn, Instruction: "x", Subject: "s", AcceptedAt: time.Now()}
+		job := broker.Job{ID: id, Tenant: tn, Payload: []byte(`{"subject":"s"}`), AcceptedAt: time.Now()}
 		if err := router.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,8 @@ func TestCreatedRevisionTravelsWithTheJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != broker.StateRunning || got.Attempts != 1 || got.Job.Subject != "s" || got.LastError != rec.LastError {
+		if got.State != broker.StateRunning || got.Attempts != 1 || string(got.Job.Payload) != `{"subject":"s"}` ||
+			got.LastError != rec.LastError {
 			t.Errorf("%s stored as %+v", job.ID, got)
 		}
 		if job.ID == touched.ID && got.LastError == "" {

@@ -15,7 +15,7 @@ func BenchmarkRecent20Of5000(b *testing.B) {
 	ctx := context.Background()
 	tn := tenant.ID{Project: "site", User: "alice"}
 	for range 5000 {
-		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x"}
+		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Payload: []byte(`"x"`)}
 		if err := env.Backend.Jobs.Create(ctx, broker.JobRecord{Job: job, State: broker.StateDone}); err != nil {
 			b.Fatal(err)
 		}

@@ -81,7 +81,8 @@ func TestADeploymentBeforeShardsKeepsOneStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := mustTenant("p", "queued-before-the-upgrade")
-	if _, err := js.Publish(ctx, subjInbox+old.Subject(), []byte(`{"id":"old","tenant":"p/queued-before-the-upgrade","instruction":"x"}`)); err != nil {
+	queued := `{"id":"old","tenant":{"project":"p","user":"queued-before-the-upgrade"},"instruction":"x"}`
+	if _, err := js.Publish(ctx, subjInbox+old.Subject(), []byte(queued)); err != nil {
 		t.Fatal(err)
 	}
 	b := testBackend(t, ctx, nc, Config{InboxShards: 4})
@@ -90,6 +91,18 @@ func TestADeploymentBeforeShardsKeepsOneStream(t *testing.T) {
 	}
 	if n, err := b.Inbox.Pending(ctx, old); err != nil || n != 1 {
 		t.Fatalf("the job queued before the upgrade: pending %d, %v", n, err)
+	}
+	q, err := b.Inbox.Open(ctx, old, broker.QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = q.Close(ctx) }()
+	d, err := q.Next(ctx, 10*time.Second)
+	if err != nil || d.Job().ID != "old" || string(d.Job().Payload) != `{"instruction":"x"}` {
+		t.Fatalf("the job queued before the payload was opaque: %+v, %v; want its fields as its payload", d, err)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
 	}
 	s, err := js.Stream(ctx, streamInbox)
 	if err != nil || s.CachedInfo().Config.Metadata[metaShards] != "1" {
@@ -132,7 +145,7 @@ func testBackend(t *testing.T, ctx context.Context, nc *nats.Conn, cfg Config) *
 
 // testJob is job id of tn, accepted now.
 func testJob(id string, tn tenant.ID) broker.Job {
-	return broker.Job{ID: id, Tenant: tn, Instruction: "x", AcceptedAt: time.Now()}
+	return broker.Job{ID: id, Tenant: tn, Payload: []byte(`"x"`), AcceptedAt: time.Now()}
 }
 
 func mustTenant(p, u string) tenant.ID {

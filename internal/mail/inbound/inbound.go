@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/intake"
 	"github.com/webordinary/webordinary/internal/mail/message"
@@ -341,9 +342,9 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 	if _, err := in.cfg.Threads.Ensure(ctx, r.Thread.Thread, t); err != nil {
 		return fmt.Errorf("inbound: thread %s: %w", r.Thread.Thread, err)
 	}
-	atts := make([]broker.Attachment, 0, len(m.Attachments))
+	atts := make([]jobspec.Attachment, 0, len(m.Attachments))
 	for _, a := range m.Attachments {
-		atts = append(atts, broker.Attachment{Name: a.Name, ContentType: a.ContentType, Data: a.Data})
+		atts = append(atts, jobspec.Attachment{Name: a.Name, ContentType: a.ContentType, Data: a.Data})
 	}
 	key := r.MessageID
 	if key == "" {

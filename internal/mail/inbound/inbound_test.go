@@ -21,6 +21,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/natsjs/natsjstest"
 	"github.com/webordinary/webordinary/internal/durable"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
@@ -326,7 +327,7 @@ func TestGuessedInstructionIsCarriedToTheReply(t *testing.T) {
 		t.Fatalf("decision %+v guessed %v instruction %q", rep.Decision, rep.Guessed, rep.Instruction)
 	}
 	rec, err := f.b.Jobs.Get(context.Background(), rep.JobID)
-	if err != nil || !rec.Job.Guessed {
+	if err != nil || !jobspec.Of(rec.Job).Guessed {
 		t.Fatalf("job record %+v: %v", rec.Job, err)
 	}
 	if err := f.in.OnResult(context.Background(), broker.Result{JobID: rep.JobID, State: broker.StateDone, Summary: "Header is green."}); err != nil {

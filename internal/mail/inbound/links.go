@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/router"
 )
@@ -71,7 +72,7 @@ func (in *Inbound) openLink(ctx context.Context, token string) (broker.JobRecord
 		return broker.JobRecord{}, errLinkExpired
 	}
 	rec, err := in.cfg.Jobs.Get(ctx, jobID)
-	if err != nil || rec.Job.From == "" || rec.Job.Action != broker.ActionEdit {
+	if err != nil || jobspec.Of(rec.Job).From == "" || jobspec.Of(rec.Job).Action != jobspec.ActionEdit {
 		return broker.JobRecord{}, errLinkInvalid
 	}
 	return rec, nil
@@ -94,10 +95,10 @@ func (in *Inbound) publishByLink(ctx context.Context, token string) (broker.JobR
 	} else if err != nil {
 		return rec, err
 	}
-	j := rec.Job
+	j, s := rec.Job, jobspec.Of(rec.Job)
 	return in.cfg.Router.Submit(ctx, router.Request{Project: j.Tenant.Project, User: j.Tenant.User, Thread: j.Thread,
-		Instruction: "publish (from the link in the reply)", From: j.From, Subject: j.Subject, MessageID: j.MessageID,
-		References: j.References, Action: broker.ActionPublish})
+		Instruction: "publish (from the link in the reply)", From: s.From, Subject: s.Subject, MessageID: s.MessageID,
+		References: s.References, Action: jobspec.ActionPublish})
 }
 
 var linkPage = template.Must(template.New("publish").Parse(`<!DOCTYPE html>
@@ -127,7 +128,7 @@ func (in *Inbound) PublishHandler() http.Handler {
 					err = errLinkUsed
 				}
 			}
-			data["Error"], data["Subject"] = errText(err), rec.Job.Subject
+			data["Error"], data["Subject"] = errText(err), jobspec.Of(rec.Job).Subject
 			if res := rec.Result; res != nil && len(report.Of(*res).PreviewURLs) > 0 {
 				data["PreviewURL"] = report.Of(*res).PreviewURLs[0]
 			}

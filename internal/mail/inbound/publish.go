@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
 )
@@ -22,17 +23,17 @@ var (
 	spaces = regexp.MustCompile(`\s+`)
 )
 
-// actionOf returns broker.ActionPublish, broker.ActionUndo or broker.ActionEdit for an
+// actionOf returns jobspec.ActionPublish, jobspec.ActionUndo or jobspec.ActionEdit for an
 // instruction.
 func actionOf(instruction string) string {
 	text := strings.TrimSpace(spaces.ReplaceAllString(strings.ToLower(instruction), " "))
 	switch {
 	case publishWords.MatchString(text):
-		return broker.ActionPublish
+		return jobspec.ActionPublish
 	case undoWords.MatchString(text):
-		return broker.ActionUndo
+		return jobspec.ActionUndo
 	}
-	return broker.ActionEdit
+	return jobspec.ActionEdit
 }
 
 // liveAction sets r.Publish for a message asking to publish or undo, and refuses one that
@@ -40,10 +41,10 @@ func actionOf(instruction string) string {
 // checked it) publishes that thread's changes.
 func liveAction(r *Report) (Decision, bool) {
 	r.Publish = actionOf(r.Instruction)
-	if r.Publish == broker.ActionEdit || !r.Thread.New {
+	if r.Publish == jobspec.ActionEdit || !r.Thread.New {
 		return Decision{}, false
 	}
-	r.Publish = broker.ActionEdit
+	r.Publish = jobspec.ActionEdit
 	return Decision{Action: "refuse", Reply: true, Reason: "to publish (or undo a publish), reply to the email about the " +
 		"changes you want to put live; this message does not belong to a conversation about changes"}, true
 }
@@ -56,11 +57,11 @@ func (in *Inbound) fillPublish(ctx context.Context, rep *outbox.Reply, res broke
 	}
 	d := report.Of(res)
 	if d.LiveURL != "" {
-		rep.Kind, rep.LiveURL, rep.Undone = outbox.Published, d.LiveURL, rec.Job.Action == broker.ActionUndo
+		rep.Kind, rep.LiveURL, rep.Undone = outbox.Published, d.LiveURL, jobspec.Of(rec.Job).Action == jobspec.ActionUndo
 		rep.MessageID = "" // derived again from the job and the new kind
 		return
 	}
-	if rec.Job.Action == broker.ActionEdit && d.Commit != "" {
+	if jobspec.Of(rec.Job).Action == jobspec.ActionEdit && d.Commit != "" {
 		rep.Publishable = true
 		rep.PublishURL = in.publishURL(ctx, rec.Job)
 	}

@@ -3,28 +3,28 @@ package inbound
 import (
 	"testing"
 
-	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 )
 
 func TestActionOf(t *testing.T) {
 	t.Parallel()
 	tests := map[string]string{
-		"publish":                          broker.ActionPublish,
-		"Publish!":                         broker.ActionPublish,
-		"go live":                          broker.ActionPublish,
-		"Looks good, publish it":           broker.ActionPublish,
-		"looks good, publish it.":          broker.ActionPublish,
-		"Great, thanks! Please publish.":   broker.ActionPublish,
-		"Perfect. Go live please":          broker.ActionPublish,
-		"ship it":                          broker.ActionPublish,
-		"undo":                             broker.ActionUndo,
-		"Undo the last publish please":     broker.ActionUndo,
-		"revert that":                      broker.ActionUndo,
-		"publish the new prices page":      broker.ActionEdit,
-		"make the header green":            broker.ActionEdit,
-		"undo the green header, make blue": broker.ActionEdit,
-		"don't publish yet":                broker.ActionEdit,
-		"":                                 broker.ActionEdit,
+		"publish":                          jobspec.ActionPublish,
+		"Publish!":                         jobspec.ActionPublish,
+		"go live":                          jobspec.ActionPublish,
+		"Looks good, publish it":           jobspec.ActionPublish,
+		"looks good, publish it.":          jobspec.ActionPublish,
+		"Great, thanks! Please publish.":   jobspec.ActionPublish,
+		"Perfect. Go live please":          jobspec.ActionPublish,
+		"ship it":                          jobspec.ActionPublish,
+		"undo":                             jobspec.ActionUndo,
+		"Undo the last publish please":     jobspec.ActionUndo,
+		"revert that":                      jobspec.ActionUndo,
+		"publish the new prices page":      jobspec.ActionEdit,
+		"make the header green":            jobspec.ActionEdit,
+		"undo the green header, make blue": jobspec.ActionEdit,
+		"don't publish yet":                jobspec.ActionEdit,
+		"":                                 jobspec.ActionEdit,
 	}
 	for in, want := range tests {
 		if got := actionOf(in); got != want {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
@@ -29,7 +30,7 @@ func (in *Inbound) OnResult(ctx context.Context, res broker.Result) error {
 	if errors.Is(err, broker.ErrNotFound) {
 		return nil
 	}
-	if err != nil || rec.Job.From == "" {
+	if err != nil || jobspec.Of(rec.Job).From == "" {
 		return err
 	}
 	rep := in.baseReply(rec.Job, kindOf(res.State))
@@ -55,11 +56,12 @@ func (in *Inbound) Acknowledge(ctx context.Context, job broker.Job) error {
 }
 
 func (in *Inbound) baseReply(job broker.Job, kind outbox.Kind) outbox.Reply {
-	rep := outbox.Reply{Kind: kind, To: mail.Address{Address: job.From},
+	s := jobspec.Of(job)
+	rep := outbox.Reply{Kind: kind, To: mail.Address{Address: s.From},
 		From:    mail.Address{Name: "webordinary", Address: in.Address()},
 		ReplyTo: in.tokens.Address(in.cfg.Local, in.cfg.Domains[0], job.Thread),
-		Subject: job.Subject, InReplyTo: job.MessageID, References: job.References, JobID: job.ID,
-		Understood: job.Instruction, Guessed: job.Guessed, ThreadURL: in.threadURL(job)}
+		Subject: s.Subject, InReplyTo: s.MessageID, References: s.References, JobID: job.ID,
+		Understood: s.Instruction, Guessed: s.Guessed, ThreadURL: in.threadURL(job)}
 	return rep
 }
 

@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
@@ -133,8 +135,8 @@ func (in *Inbound) renderThread(w http.ResponseWriter, r *http.Request, link thr
 	}
 	p := threadPage{Notice: notice, Token: link.token, CSRF: in.csrfToken(link.token), Subject: "Your changes"}
 	for _, rec := range recs {
-		if rec.Job.Subject != "" {
-			p.Subject = rec.Job.Subject
+		if s := jobspec.Of(rec.Job).Subject; s != "" {
+			p.Subject = s
 		}
 		if !rec.State.Final() {
 			p.Running = true
@@ -155,10 +157,8 @@ func (in *Inbound) renderThread(w http.ResponseWriter, r *http.Request, link thr
 
 // step is one job as the thread page shows it.
 func (in *Inbound) step(link threadLink, rec broker.JobRecord) threadStep {
-	s := threadStep{Instruction: rec.Job.Instruction, Since: rec.Job.AcceptedAt}
-	if rec.Job.Action != broker.ActionEdit {
-		s.Instruction = rec.Job.Action
-	}
+	spec := jobspec.Of(rec.Job)
+	s := threadStep{Instruction: cmp.Or(spec.Action, spec.Instruction), Since: rec.Job.AcceptedAt}
 	switch {
 	case rec.State == broker.StateRunning && !rec.BusySince.IsZero():
 		s.State = "Working on it — the AI service is busy, so this is taking longer than usual."
@@ -272,21 +272,21 @@ func (in *Inbound) threadAction(w http.ResponseWriter, r *http.Request, link thr
 		in.threadError(w, r, cmpErr(err, errThreadInvalid))
 		return
 	}
-	var j broker.Job // the newest by mail: the reply threads under the latest message
+	var j jobspec.Spec // the newest by mail: the reply threads under the latest message
 	for _, rec := range recs {
-		if rec.Job.From != "" {
-			j = rec.Job
+		if s := jobspec.Of(rec.Job); s.From != "" {
+			j = s
 		}
 	}
 	if j.From == "" {
 		in.threadError(w, r, errThreadInvalid)
 		return
 	}
-	act := broker.ActionPublish
+	act := jobspec.ActionPublish
 	if action == "undo" {
-		act = broker.ActionUndo
+		act = jobspec.ActionUndo
 	}
-	_, err = in.cfg.Router.Submit(ctx, router.Request{Project: j.Tenant.Project, User: j.Tenant.User, Thread: link.thread,
+	_, err = in.cfg.Router.Submit(ctx, router.Request{Project: recs[0].Job.Tenant.Project, User: recs[0].Job.Tenant.User, Thread: link.thread,
 		Instruction: action + " (from the conversation's page)", From: j.From, Subject: j.Subject, MessageID: j.MessageID,
 		References: j.References, Action: act})
 	in.cfg.Logger.InfoContext(ctx, "thread page action", slog.String("action", action), slog.String("thread", link.thread), slog.Any("err", err))

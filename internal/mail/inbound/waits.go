@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
 )
 
@@ -50,7 +51,7 @@ func (in *Inbound) NoteWaits(ctx context.Context) (int, error) {
 func (in *Inbound) waitDue(rec broker.JobRecord, now time.Time) (busy, due bool) {
 	after := in.cfg.WaitNoteAfter
 	switch {
-	case rec.Job.From == "" || rec.State.Final():
+	case jobspec.Of(rec.Job).From == "" || rec.State.Final():
 		return false, false
 	case !rec.BusySince.IsZero():
 		return true, now.Sub(rec.BusySince) >= after

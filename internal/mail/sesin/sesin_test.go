@@ -23,6 +23,7 @@ import (
 	"github.com/webordinary/webordinary/internal/awstest"
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/awsq/awsqtest"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/outbox"
@@ -279,8 +280,8 @@ func TestOrderPerSender(t *testing.T) {
 	for _, want := range []string{"First", "Second"} {
 		d, err := q.Next(context.Background(), 5*time.Second)
 		must(t, err)
-		if !strings.HasPrefix(d.Job().Instruction, want) {
-			t.Fatalf("job %q came before %q", d.Job().Instruction, want)
+		if !strings.HasPrefix(jobspec.Of(d.Job()).Instruction, want) {
+			t.Fatalf("job %q came before %q", jobspec.Of(d.Job()).Instruction, want)
 		}
 		must(t, d.Ack(context.Background()))
 	}
