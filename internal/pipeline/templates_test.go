@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/capability"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/worker"
 )
@@ -101,7 +101,7 @@ func runTemplate(t *testing.T, tp template) {
 		}
 	}
 	start := time.Now()
-	out, err := f.runFor(action("t1", broker.ActionPublish, "publish"), 10*time.Minute)
+	out, err := f.runFor(action("t1", jobspec.ActionPublish, "publish"), 10*time.Minute)
 	if err != nil {
 		t.Fatalf("publish: %v %+v", err, out)
 	}
