@@ -9,6 +9,7 @@ import (
 func fenceContracts() []contract {
 	return []contract{
 		{"StaleOwnerIsRefused", testStaleOwnerIsRefused},
+		{"NewerRecordIsKept", testNewerRecordIsKept},
 	}
 }
 
@@ -43,6 +44,31 @@ func testStaleOwnerIsRefused(t *testing.T, h Harness) {
 	res.LeaseToken = bl.Token
 	fatalIfErr(t, fb.PublishResult(ctx, res), "the new owner's result")
 	fatalIfErr(t, dB.Ack(ctx), "the new owner's ack")
+}
+
+// testNewerRecordIsKept: a record that carries a newer token than the writer's refuses the
+// fenced write, whatever the lease says (the token check is part of the record's
+// compare-and-set), and a fenced write stores the writer's token in the record.
+func testNewerRecordIsKept(t *testing.T, h Harness) {
+	ctx, b := h.setup(t)
+	rec := newRecord(tenantA, 1)
+	fatalIfErr(t, b.Jobs.Create(ctx, rec), "create the record")
+	l := mustAcquire(t, ctx, b.Leases, tenantA, "worker-a", longTTL)
+	f := broker.NewFence(b, l)
+	got, err := f.UpdateJob(ctx, rec.Job.ID, func(r *broker.JobRecord) error { r.Attempts++; return nil })
+	fatalIfErr(t, err, "the holder's record write")
+	if got.LeaseToken != l.Token {
+		t.Errorf("expected the record to carry the writer's token %d, got %d", l.Token, got.LeaseToken)
+	}
+	_, err = b.Jobs.Update(ctx, rec.Job.ID, markDone("worker-later", l.Token+1))
+	fatalIfErr(t, err, "a write under a newer token")
+	_, err = f.UpdateJob(ctx, rec.Job.ID, markDone("worker-a", l.Token))
+	expectErr(t, err, broker.ErrLeaseLost, "the older token's record write")
+	got, err = b.Jobs.Get(ctx, rec.Job.ID)
+	fatalIfErr(t, err, "get the record")
+	if got.Worker != "worker-later" || got.LeaseToken != l.Token+1 {
+		t.Errorf("expected the newer write kept, got %+v", got)
+	}
 }
 
 // markDone is a record update by worker with token.
