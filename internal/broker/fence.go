@@ -49,7 +49,9 @@ func NewFence(b *Backend, l Lease) *Fence {
 }
 
 // Check returns nil while t's stored lease carries the fence's token, ErrLeaseLost when it
-// does not (or there is none), and the store's error when it cannot tell.
+// does not (or there is none), and the store's error when it cannot tell. A lease read with
+// an older token than the fence's is a stale read (a replica behind the acquire: tokens only
+// grow), so it cannot tell either.
 func (f *Fence) Check(ctx context.Context) error {
 	l, err := f.b.Leases.Get(ctx, f.tenant)
 	switch {
@@ -57,6 +59,8 @@ func (f *Fence) Check(ctx context.Context) error {
 		return fmt.Errorf("lease of %s (token %d) is gone: %w", f.tenant, f.token, ErrLeaseLost)
 	case err != nil:
 		return fmt.Errorf("check the lease of %s: %w", f.tenant, err)
+	case l.Token < f.token:
+		return fmt.Errorf("lease of %s read as token %d, older than %d: a replica behind; try again", f.tenant, l.Token, f.token)
 	case l.Token != f.token || !time.Now().Before(l.ExpiresAt):
 		return fmt.Errorf("lease of %s is token %d, not %d: %w", f.tenant, l.Token, f.token, ErrLeaseLost)
 	}
