@@ -17,6 +17,7 @@ import (
 // (lease lost, or shutdown handed the job back).
 func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 	log := o.log.With(slog.String("job", d.Job().ID))
+	d = o.fence.Delivery(d) // every settle is refused once the lease is not ours
 	if o.lost() {
 		return false
 	}
@@ -38,7 +39,7 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 			"(each time its worker crashed or lost the tenant's lease); last error: %q", rec.Attempts, rec.LastError), log)
 		return true
 	case err != nil:
-		if o.lost() {
+		if o.lost() || o.refused(err) {
 			return false
 		}
 		log.ErrorContext(o.ctx, "mark job running; retrying", slog.Any("err", err))
@@ -89,9 +90,10 @@ func (o *ownership) start(d broker.Delivery) (broker.JobRecord, error) {
 // updateUnlessFinal applies fn to the job's record unless the record is final, when it
 // returns errSettled and the record as it is: a final record (this job's earlier run, or
 // another owner's, one that lost the lease without knowing it) is only re-settled, never
-// made running or queued again.
+// made running or queued again. The write is fenced (broker.Fence): ErrLeaseLost once the
+// lease is not ours.
 func (o *ownership) updateUnlessFinal(id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
-	return o.b.Jobs.Update(o.ctx, id, func(r *broker.JobRecord) error {
+	return o.fence.UpdateJob(o.ctx, id, func(r *broker.JobRecord) error {
 		if r.State.Final() {
 			return errSettled
 		}
@@ -156,10 +158,12 @@ func (o *ownership) retry(d broker.Delivery, rec broker.JobRecord, perr error, l
 	case errors.Is(err, errSettled):
 		o.settledElsewhere(d, cur, log)
 		return
+	case o.refused(err):
+		return
 	case err != nil:
 		log.ErrorContext(o.ctx, "record failed attempt", slog.Any("err", err))
 	}
-	_ = d.Retry(o.ctx, delay)
+	o.refused(d.Retry(o.ctx, delay))
 }
 
 // settledElsewhere: the job's record became final while this owner ran it (another owner, one
@@ -181,23 +185,28 @@ func (o *ownership) handBack(d broker.Delivery, rec broker.JobRecord, log *slog.
 		o.settledElsewhere(d, cur, log)
 		return
 	}
-	_ = d.Retry(o.ctx, 0)
+	if !o.refused(err) {
+		o.refused(d.Retry(o.ctx, 0))
+	}
 }
 
 // finish records a final state, publishes the result, then settles the message. A crash
 // between steps is repaired on redelivery by resettle (the record is already final).
 func (o *ownership) finish(d broker.Delivery, rec broker.JobRecord, state broker.State, out Outcome, cause error, log *slog.Logger) {
 	res := o.result(rec, state, out, cause)
-	rec, err := o.b.Jobs.Update(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
+	rec, err := o.fence.UpdateJob(o.ctx, rec.Job.ID, func(r *broker.JobRecord) error {
 		r.State, r.FinishedAt, r.Result, r.Failures = state, res.FinishedAt, &res, rec.Failures
 		if cause != nil {
 			r.LastError = cause.Error()
 		}
 		return nil
 	})
+	if o.refused(err) {
+		return
+	}
 	if err != nil {
 		log.ErrorContext(o.ctx, "record job result; will retry", slog.Any("err", err))
-		_ = d.Retry(o.ctx, time.Second)
+		o.refused(d.Retry(o.ctx, time.Second))
 		return
 	}
 	log.InfoContext(o.ctx, "job finished", slog.String("state", string(state)), slog.Duration("duration", res.Duration))
@@ -216,9 +225,11 @@ func (o *ownership) resettle(d broker.Delivery, rec broker.JobRecord, log *slog.
 		rec.Result = &res
 	}
 	if rec.Result != nil {
-		if err := o.b.Results.Publish(o.ctx, *rec.Result); err != nil {
-			log.ErrorContext(o.ctx, "publish result; will retry", slog.Any("err", err))
-			_ = d.Retry(o.ctx, time.Second)
+		if err := o.fence.PublishResult(o.ctx, *rec.Result); err != nil {
+			if !o.refused(err) {
+				log.ErrorContext(o.ctx, "publish result; will retry", slog.Any("err", err))
+				o.refused(d.Retry(o.ctx, time.Second))
+			}
 			return
 		}
 	}
@@ -228,9 +239,21 @@ func (o *ownership) resettle(d broker.Delivery, rec broker.JobRecord, log *slog.
 	} else {
 		err = d.Ack(o.ctx)
 	}
-	if err != nil {
+	if err != nil && !o.refused(err) {
 		log.ErrorContext(o.ctx, "settle job message", slog.Any("err", err))
 	}
+}
+
+// refused reports whether err is the store refusing this owner's write because the lease is
+// no longer ours (broker.Fence); the tenure then ends at once, as on a lost renewal.
+func (o *ownership) refused(err error) bool {
+	if !errors.Is(err, broker.ErrLeaseLost) {
+		return false
+	}
+	if !o.lost() {
+		o.lose(err)
+	}
+	return true
 }
 
 func (o *ownership) result(rec broker.JobRecord, state broker.State, out Outcome, cause error) broker.Result {

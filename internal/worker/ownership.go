@@ -40,6 +40,7 @@ type ownership struct {
 	// under mu.
 	tenant tenant.ID
 	token  uint64
+	fence  *broker.Fence // the tenure's writes, conditioned on its lease
 	mu     sync.Mutex
 	lease  broker.Lease
 	cur    *current
@@ -57,7 +58,7 @@ type current struct {
 
 func newOwnership(w *Worker, lease broker.Lease) *ownership {
 	now := time.Now()
-	return &ownership{w: w, b: w.cfg.Backend, lease: lease, tenant: lease.Tenant, token: lease.Token, claimedAt: now, lastJob: now,
+	return &ownership{w: w, b: w.cfg.Backend, lease: lease, tenant: lease.Tenant, token: lease.Token, fence: broker.NewFence(w.cfg.Backend, lease), claimedAt: now, lastJob: now,
 		log: w.log().With(slog.String("tenant", lease.Tenant.String()), slog.Uint64("token", lease.Token))}
 }
 

@@ -448,6 +448,36 @@ func TestLeaseLossStopsJob(t *testing.T) {
 	})
 }
 
+// TestAStaleOwnersWritesAreRefused: an owner paused past its lease (its heartbeat has not run
+// yet, so it does not know) finishes its job after the lease is gone. Its record write, result
+// and ack are refused by the store: the job is not recorded as its run, and the next owner
+// runs it again.
+func TestAStaleOwnersWritesAreRefused(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		running, resume := make(chan struct{}, 1), make(chan struct{})
+		var runs atomic.Int32
+		f.pool(worker.Config{Workers: 1, LeaseTTL: 30 * time.Second, Processor: worker.ProcessorFunc(
+			func(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+				if runs.Add(1) > 1 {
+					return worker.Outcome{Summary: "fresh"}, nil
+				}
+				running <- struct{}{}
+				<-resume // paused: the lease runs out meanwhile
+				return worker.Outcome{Summary: "stale"}, nil
+			})})
+		rec := f.submit("site", "alice", "x")
+		<-running
+		stealLease(t, f, rec.Job.Tenant)
+		close(resume)
+		got := f.wait(rec.Job.ID, 30*time.Second)
+		if got.State != broker.StateDone || got.Result == nil || got.Result.Summary != "fresh" || runs.Load() != 2 {
+			t.Fatalf("job %s after %d runs with result %+v; want done by a second run (the stale owner's refused)",
+				got.State, runs.Load(), got.Result)
+		}
+	})
+}
+
 // stealLease deletes a tenant's lease behind its owner's back, as an expiry would: a
 // compare-and-delete through the port, tried again if the owner renewed in between.
 func stealLease(t *testing.T, f *fixture, tn tenant.ID) {

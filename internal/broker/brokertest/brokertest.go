@@ -86,6 +86,7 @@ func runGroup(t *testing.T, h Harness, g group) {
 func groups() []group {
 	return []group{
 		{"Leases", leaseContracts()},
+		{"Fence", fenceContracts()},
 		{"Inbox", inboxContracts()},
 		{"Front", frontContracts()},
 		{"Claims", claimContracts()},

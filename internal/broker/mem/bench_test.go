@@ -67,3 +67,26 @@ func BenchmarkJobsUpdate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkJobsUpdateFenced is BenchmarkJobsUpdate through the lease holder's fence (the
+// lease checked in the same step as the compare-and-set).
+func BenchmarkJobsUpdateFenced(b *testing.B) {
+	ctx := context.Background()
+	be := mem.New(mem.Config{})
+	defer func() { _ = be.Close() }()
+	rec := broker.JobRecord{Job: job(1), State: broker.StateQueued}
+	if err := be.Jobs.Create(ctx, rec); err != nil {
+		b.Fatal(err)
+	}
+	l, err := be.Leases.Acquire(ctx, alice, "w1", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := broker.NewFence(be, l)
+	for b.Loop() {
+		_, err := f.UpdateJob(ctx, rec.Job.ID, func(r *broker.JobRecord) error { r.Attempts++; return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

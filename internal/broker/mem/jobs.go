@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // jobStore keeps records as JSON with a revision for compare-and-set, the ids sorted (job ids
@@ -48,7 +49,10 @@ func (s *jobStore) put(id string, data []byte) {
 
 type jobs struct{ c *conn }
 
-var _ broker.Jobs = (*jobs)(nil)
+var (
+	_ broker.Jobs       = (*jobs)(nil)
+	_ broker.FencedJobs = (*jobs)(nil)
+)
 
 func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	if err := j.c.check(ctx); err != nil {
@@ -99,6 +103,23 @@ func decodeRecord(id string, data []byte) (broker.JobRecord, error) {
 // Update runs fn outside the lock on a decoded copy and stores the result if nobody wrote
 // the record meanwhile; otherwise it starts again.
 func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
+	return j.update(ctx, id, fn, nil)
+}
+
+// UpdateFenced is Update whose store also holds the lease store's lock and checks t's live
+// lease carries token (the lease store's lock is taken first, as nowhere takes them the other
+// way round).
+func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token uint64, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
+	return j.update(ctx, id, fn, &fence{t: t, token: token})
+}
+
+// fence is a lease a record write is conditioned on.
+type fence struct {
+	t     tenant.ID
+	token uint64
+}
+
+func (j *jobs) update(ctx context.Context, id string, fn func(*broker.JobRecord) error, f *fence) (broker.JobRecord, error) {
 	for {
 		if err := j.c.check(ctx); err != nil {
 			return broker.JobRecord{}, err
@@ -114,21 +135,32 @@ func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord)
 		if err != nil {
 			return rec, fmt.Errorf("mem: encode job record %s: %w", id, err)
 		}
-		if j.storeIfUnchanged(id, rev, data) {
-			return rec, nil
+		stored, err := j.storeIfUnchanged(id, rev, data, f)
+		if err != nil || stored {
+			return rec, err
 		}
 	}
 }
 
-func (j *jobs) storeIfUnchanged(id string, rev uint64, data []byte) bool {
+// storeIfUnchanged stores data if the record is still at rev and, with f, while f's lease is
+// live; ErrLeaseLost when it is not.
+func (j *jobs) storeIfUnchanged(id string, rev uint64, data []byte, f *fence) (bool, error) {
+	if f != nil {
+		ls := j.c.e.leases
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if l := ls.live(f.t, time.Now()); l == nil || l.l.Token != f.token {
+			return false, fmt.Errorf("mem: job %s: the lease of %s is not token %d: %w", id, f.t, f.token, broker.ErrLeaseLost)
+		}
+	}
 	s := j.c.e.jobs
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.recs[id].rev != rev {
-		return false
+		return false, nil
 	}
 	s.put(id, data)
-	return true
+	return true, nil
 }
 
 func (j *jobs) Recent(ctx context.Context, n int) ([]broker.JobRecord, error) {
