@@ -186,7 +186,9 @@ func (o *ownerRun) one(ctx context.Context, m ownerMail, to, inReplyTo string) (
 		row.stages = jobreport.Of(*rec.Result).StagesMs
 	}
 	reply, at, err := o.reply(ctx, rec)
-	row.replied = at
+	// A file's time comes from the kernel's coarse clock (a tick behind): a reply written
+	// within a tick of the job's end can look older than it.
+	row.replied = maxTime(at, rec.FinishedAt)
 	return row, reply, err
 }
 
@@ -344,6 +346,13 @@ func printOwner(out io.Writer, rows []ownerRow) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	_ = tw.Flush()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 // secs is d in seconds with two decimals.
