@@ -100,3 +100,15 @@ func TestBenchOwnerWithDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchOwnerWithoutNode: without Node.js on PATH, the owner case says what to install
+// and skips.
+func TestBenchOwnerWithoutNode(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "bench", "--only", "owner")
+	cmd.Env = []string{"WO_TEST_AS_MAIN=1", "HOME=" + t.TempDir(), "PATH=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "owner: skipped") || !strings.Contains(string(out), "install Node.js 20 or later") {
+		t.Fatalf("bench --only owner without node: %v\n%s", err, out)
+	}
+}
