@@ -37,15 +37,20 @@ var ownerStages = []string{"git", "install", "build", "agent", "deploy", "shots"
 // takes minutes).
 const ownerTimeout = 20 * time.Minute
 
-// ownerMail is one of the owner benchmark's emails.
+// ownerMail is one of the owner benchmark's emails: from the owner on the thread of the
+// previous reply, or, when from is set, from that sender on a new thread.
 type ownerMail struct {
-	name, body string
+	name, body, from string
 }
 
+// secondOwner is a second sender of the project: another tenant, with its own workspace.
+const secondOwner = "baker@bakery.example"
+
 var ownerMails = []ownerMail{
-	{"first job", "Replace Rye with Wheat in " + demo.AstroPage + "."},
-	{"follow-up", "Replace Wheat with Spelt in " + demo.AstroPage + "."},
-	{"publish", "publish"},
+	{name: "first job", body: "Replace Rye with Wheat in " + demo.AstroPage + ".", from: demoSender},
+	{name: "follow-up", body: "Replace Wheat with Spelt in " + demo.AstroPage + "."},
+	{name: "publish", body: "publish"},
+	{name: "2nd tenant", body: "Replace Spelt with Oat in " + demo.AstroPage + ".", from: secondOwner},
 }
 
 // ownerRow is what one email took, from the last byte of its DATA to its reply on disk.
@@ -59,8 +64,9 @@ type ownerRow struct {
 
 // benchOwner runs a real Astro site through mail → reply on this machine: serve in process
 // on free ports in a fresh data directory, the demo agent, a first job on a new tenant, a
-// follow-up on its thread and a publish, each by DKIM-signed mail over SMTP, and prints the
-// time of each stage; without Node.js it says so and skips. packages, when set, is the shared package cache to use (kept across
+// follow-up on its thread, a publish, and a second tenant's first job (its install from the
+// packages the first one shared), each by DKIM-signed mail over SMTP, and prints the time of
+// each stage; without Node.js it says so and skips. packages, when set, is the shared package cache to use (kept across
 // runs); else a fresh one, so the first install is cold.
 func benchOwner(ctx context.Context, out io.Writer, packages string) error {
 	if err := capability.Node.Check(); err != nil {
@@ -114,7 +120,7 @@ func benchOwner(ctx context.Context, out io.Writer, packages string) error {
 		return err
 	}
 	rows, err := o.mails(ctx)
-	cache := "fresh (an empty shared package cache: the first install downloads)"
+	cache := "fresh (the first install downloads, the 2nd tenant's installs from what it shared)"
 	if packages != "" {
 		cache = packages
 	}
@@ -140,7 +146,7 @@ func (o *ownerRun) addProject(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	p := project.Project{ID: "bakery", RepoURL: repo, Senders: map[string]string{demoSender: "owner"},
+	p := project.Project{ID: "bakery", RepoURL: repo, Senders: map[string]string{demoSender: "owner", secondOwner: "baker"},
 		Agent: project.AgentSpec{Kind: "command", Command: "'" + strings.ReplaceAll(self, "'", `'\''`) + "' demo-agent"},
 		Env:   []string{"ASTRO_TELEMETRY_DISABLED=1"}}
 	_, err = o.c.PutProject(ctx, p)
@@ -151,9 +157,12 @@ func (o *ownerRun) addProject(ctx context.Context, dir string) error {
 // reply, and returns a row per email answered.
 func (o *ownerRun) mails(ctx context.Context) ([]ownerRow, error) {
 	var rows []ownerRow
-	to, inReplyTo := "edit@edit.localhost", ""
+	to, inReplyTo, from := "", "", ""
 	for _, m := range ownerMails {
-		row, reply, err := o.one(ctx, m, to, inReplyTo)
+		if m.from != "" {
+			to, inReplyTo, from = "edit@edit.localhost", "", m.from
+		}
+		row, reply, err := o.one(ctx, m, from, to, inReplyTo)
 		if err != nil {
 			return rows, fmt.Errorf("%s: %w", m.name, err)
 		}
@@ -169,12 +178,12 @@ func (o *ownerRun) mails(ctx context.Context) ([]ownerRow, error) {
 }
 
 // one sends m and waits for its job to end and its reply to be written.
-func (o *ownerRun) one(ctx context.Context, m ownerMail, to, inReplyTo string) (ownerRow, []byte, error) {
-	msg, id, err := o.message(to, inReplyTo, m.body)
+func (o *ownerRun) one(ctx context.Context, m ownerMail, from, to, inReplyTo string) (ownerRow, []byte, error) {
+	msg, id, err := o.message(from, to, inReplyTo, m.body)
 	if err != nil {
 		return ownerRow{}, nil, err
 	}
-	sent, err := sendTimed(o.smtp, to, msg)
+	sent, err := sendTimed(o.smtp, from, to, msg)
 	if err != nil {
 		return ownerRow{}, nil, err
 	}
@@ -193,14 +202,14 @@ func (o *ownerRun) one(ctx context.Context, m ownerMail, to, inReplyTo string) (
 	return row, reply, err
 }
 
-// message is a DKIM-signed email from the demo owner to to, on the thread of inReplyTo
-// (a Message-ID, "" for a new thread), and its Message-ID.
-func (o *ownerRun) message(to, inReplyTo, body string) ([]byte, string, error) {
+// message is a DKIM-signed email from from to to, on the thread of inReplyTo (a
+// Message-ID, "" for a new thread), and its Message-ID.
+func (o *ownerRun) message(from, to, inReplyTo, body string) ([]byte, string, error) {
 	subject := "Today's special"
 	if inReplyTo != "" {
 		subject = "Re: " + subject
 	}
-	raw, err := demo.SampleMessage("Bakery Owner <"+demoSender+">", to, subject, body)
+	raw, err := demo.SampleMessage(from, to, subject, body)
 	if err != nil {
 		return nil, "", err
 	}
@@ -218,13 +227,13 @@ func (o *ownerRun) message(to, inReplyTo, body string) ([]byte, string, error) {
 
 // sendTimed delivers msg over SMTP and returns the time just before the end of its DATA
 // (the last byte the owner's server sends).
-func sendTimed(addr, to string, msg []byte) (time.Time, error) {
+func sendTimed(addr, from, to string, msg []byte) (time.Time, error) {
 	c, err := smtp.Dial(addr)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("connect to SMTP %s: %w", addr, err)
 	}
 	defer c.Close()
-	if err := c.Mail(demoSender); err != nil {
+	if err := c.Mail(from); err != nil {
 		return time.Time{}, err
 	}
 	if err := c.Rcpt(to); err != nil {
