@@ -63,7 +63,7 @@ func TestBenchThroughputWithDefaults(t *testing.T) {
 func TestBenchOwnerWithDefaults(t *testing.T) {
 	t.Parallel()
 	capability.Need(t, capability.Node)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // within CI's -timeout 30m, with output
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "bench", "--only", "owner")
 	cmd.Env = append(os.Environ(), "WO_TEST_AS_MAIN=1", "HOME="+t.TempDir(), "TMPDIR="+reachableTempDir(t))
