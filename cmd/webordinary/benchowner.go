@@ -66,8 +66,8 @@ type ownerRow struct {
 // on free ports in a fresh data directory, the demo agent, a first job on a new tenant, a
 // follow-up on its thread, a publish, and a second tenant's first job (its install from the
 // packages the first one shared), each by DKIM-signed mail over SMTP, and prints the time of
-// each stage; without Node.js it says so and skips. packages, when set, is the shared package cache to use (kept across
-// runs); else a fresh one, so the first install is cold.
+// each stage; without Node.js it says so and skips. packages, when set, is the shared
+// package cache to use (kept across runs); else a fresh one, so the first install is cold.
 func benchOwner(ctx context.Context, out io.Writer, packages string) error {
 	if err := capability.Node.Check(); err != nil {
 		fmt.Fprintf(out, "owner: skipped: it builds an Astro site, which needs Node.js and npm (%v): %s\n", err, capability.Node.Get)
@@ -78,44 +78,11 @@ func benchOwner(ctx context.Context, out io.Writer, packages string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	data := filepath.Join(tmp, "data")
-	if os.Geteuid() == 0 {
-		if err := sandbox.Reachable(tmp, sandbox.DefaultUID, sandbox.DefaultGID); err != nil {
-			return fmt.Errorf("the jobs' user cannot enter %s: set TMPDIR to a directory it can enter: %w", tmp, err)
-		}
-	}
-	key, dnsFile, err := demoDKIM(data)
+	o, stop, err := ownerServe(ctx, tmp, packages)
 	if err != nil {
 		return err
 	}
-	ready := filepath.Join(tmp, "ready.json")
-	args := []string{"--data", data, "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--smtp", "127.0.0.1:0",
-		"--set", "mail.domains=edit.localhost", "--set", "mail.dns_fixture=" + dnsFile, "--nats-listen", "",
-		"--workers", "1", "--log-level", "warn", "--ready-file", ready}
-	if packages != "" {
-		args = append(args, "--set", "worker.packages="+packages)
-	}
-	sf, err := parseServe(args)
-	if err != nil {
-		return err
-	}
-	sf.cfg.Banner = nil // a throwaway server: the table is the output
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- sf.run(sctx) }()
-	defer func() { stop(); <-served }()
-	urls, err := awaitReady(ctx, ready, served)
-	if err != nil {
-		return err
-	}
-	token, err := readAPIToken(data)
-	if err != nil {
-		return err
-	}
-	o := &ownerRun{c: api.NewClient(urls["api"], token), smtp: urls["smtp"], key: key, outbox: filepath.Join(data, "outbox")}
+	defer stop()
 	if err := o.addProject(ctx, filepath.Join(tmp, "site")); err != nil {
 		return err
 	}
@@ -127,6 +94,50 @@ func benchOwner(ctx context.Context, out io.Writer, packages string) error {
 	fmt.Fprintf(out, "owner: an Astro 5 site by mail on this machine, demo agent, package cache %s; seconds from the end of the mail's DATA\n", cache)
 	printOwner(out, rows)
 	return err
+}
+
+// ownerServe starts serve in process with its data in tmp (which the jobs' user must be
+// able to enter), free ports, the demo's DKIM fixture and one worker; stop stops it.
+func ownerServe(ctx context.Context, tmp, packages string) (o *ownerRun, stop func(), err error) {
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, nil, err
+	}
+	if os.Geteuid() == 0 {
+		if err := sandbox.Reachable(tmp, sandbox.DefaultUID, sandbox.DefaultGID); err != nil {
+			return nil, nil, fmt.Errorf("the jobs' user cannot enter %s: set TMPDIR to a directory it can enter: %w", tmp, err)
+		}
+	}
+	data, ready := filepath.Join(tmp, "data"), filepath.Join(tmp, "ready.json")
+	key, dnsFile, err := demoDKIM(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	args := []string{"--data", data, "--http", "127.0.0.1:0", "--preview", "127.0.0.1:0", "--smtp", "127.0.0.1:0",
+		"--set", "mail.domains=edit.localhost", "--set", "mail.dns_fixture=" + dnsFile, "--nats-listen", "",
+		"--workers", "1", "--log-level", "warn", "--ready-file", ready}
+	if packages != "" {
+		args = append(args, "--set", "worker.packages="+packages)
+	}
+	sf, err := parseServe(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	sf.cfg.Banner = nil // a throwaway server: the table is the output
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- sf.run(sctx) }()
+	stop = func() { cancel(); <-served }
+	urls, err := awaitReady(ctx, ready, served)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	token, err := readAPIToken(data)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &ownerRun{c: api.NewClient(urls["api"], token), smtp: urls["smtp"], key: key, outbox: filepath.Join(data, "outbox")}, stop, nil
 }
 
 // ownerRun is the owner benchmark's client side: the API, SMTP and the outbox replies go to.
