@@ -16,7 +16,7 @@
 // stop, "?", "!" or ";" followed by a space, or "and" followed by another edit ("… and make
 // the …"). Text after "saying" runs to the end of the sentence, final full stop included.
 //
-//	replace OLD with NEW              in every .html, .htm, .md, .css and .txt file of the site
+//	replace OLD with NEW              in every .html, .htm, .md, .css, .txt and .astro file of the site
 //	replace OLD with NEW in FILE      in one file, e.g. "in about.html"
 //	set the title to TEXT             the <title> of index.html, and its first <h1> when that
 //	                                  showed the old title

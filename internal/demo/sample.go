@@ -26,14 +26,23 @@ var sampleSite embed.FS
 // style.css; no build step) into dir, creating it, overwriting files of the same names.
 func WriteSampleSite(dir string) error {
 	files, _ := fs.Sub(sampleSite, "site")
+	return writeTree(files, dir)
+}
+
+// writeTree writes the files of fsys into dir, creating it and its subdirectories,
+// overwriting files of the same names.
+func writeTree(fsys fs.FS, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	return fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
 			return err
 		}
-		b, err := fs.ReadFile(files, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dir, filepath.FromSlash(p)), 0o755)
+		}
+		b, err := fs.ReadFile(fsys, p)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, filepath.FromSlash(p)), b, 0o644)
 		}
@@ -47,7 +56,13 @@ func WriteSampleSite(dir string) error {
 // repository appears whole or not at all (it is built aside and renamed into place), so
 // concurrent calls are safe.
 func CreateSampleRepo(ctx context.Context, dir string) (bareRepo string, err error) {
-	bare := filepath.Join(dir, SampleRepoName)
+	return createRepo(ctx, dir, SampleRepoName, WriteSampleSite, "Sunrise Bakery sample site")
+}
+
+// createRepo makes the bare repository dir/name holding, on branch main, one commit of the
+// files write puts in a directory (see CreateSampleRepo).
+func createRepo(ctx context.Context, dir, name string, write func(string) error, message string) (string, error) {
+	bare := filepath.Join(dir, name)
 	if ok, err := isBareRepo(bare); ok || err != nil {
 		return bare, err
 	}
@@ -59,8 +74,8 @@ func CreateSampleRepo(ctx context.Context, dir string) (bareRepo string, err err
 		return "", fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	built := filepath.Join(tmp, SampleRepoName)
-	if err := buildSampleRepo(ctx, filepath.Join(tmp, "work"), built); err != nil {
+	built := filepath.Join(tmp, name)
+	if err := buildRepo(ctx, filepath.Join(tmp, "work"), built, write, message); err != nil {
 		return "", err
 	}
 	if err := os.Rename(built, bare); err != nil {
@@ -86,15 +101,15 @@ func isBareRepo(dir string) (bool, error) {
 	return true, nil
 }
 
-// buildSampleRepo commits the sample site in work and pushes it into a new bare repository.
-func buildSampleRepo(ctx context.Context, work, bare string) error {
-	if err := WriteSampleSite(work); err != nil {
+// buildRepo commits the files write puts in work and pushes them into a new bare repository.
+func buildRepo(ctx context.Context, work, bare string, write func(string) error, message string) error {
+	if err := write(work); err != nil {
 		return err
 	}
 	steps := [][]string{
 		{"init", "-q", "-b", SampleBranch, work},
 		{"-C", work, "add", "-A"},
-		{"-C", work, "commit", "-q", "-m", "Sunrise Bakery sample site"},
+		{"-C", work, "commit", "-q", "-m", message},
 		{"init", "-q", "--bare", "-b", SampleBranch, bare},
 		{"-C", work, "push", "-q", bare, SampleBranch},
 	}

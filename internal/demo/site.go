@@ -15,7 +15,7 @@ import (
 const maxFile = 1 << 20
 
 // editableExts are the extensions of the files "replace" edits.
-var editableExts = []string{".html", ".htm", ".md", ".markdown", ".css", ".txt"}
+var editableExts = []string{".html", ".htm", ".md", ".markdown", ".css", ".txt", ".astro"}
 
 func editable(name string) bool {
 	return slices.Contains(editableExts, strings.ToLower(path.Ext(name)))
