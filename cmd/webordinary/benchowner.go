@@ -22,6 +22,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/capability"
 	"github.com/webordinary/webordinary/internal/demo"
+	"github.com/webordinary/webordinary/internal/jobspec"
 	jobreport "github.com/webordinary/webordinary/internal/pipeline/report"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/sandbox"
@@ -272,7 +273,7 @@ func (o *ownerRun) await(ctx context.Context, msgID string) (broker.JobRecord, e
 			return broker.JobRecord{}, err
 		}
 		for _, j := range st.Jobs {
-			if j.Job.MessageID == msgID && j.State.Final() {
+			if jobspec.Of(j.Job).MessageID == msgID && j.State.Final() {
 				return j, nil
 			}
 		}

@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func benchUpdate(b *testing.B, writer func(*broker.Backend, broker.Lease) func(c
 	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
 	ctx := context.Background()
 	tn := tenant.ID{Project: "site", User: "alice"}
-	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Instruction: "x"}
+	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
 	if err := env.Backend.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
 		b.Fatal(err)
 	}
