@@ -16,7 +16,9 @@ import (
 )
 
 // template is a site made the way a real generator's starter makes it (its .gitignore, its
-// package.json or config, its output folder; the pages are our own), in testdata/templates.
+// package.json or config, its output folder; the pages are our own), in testdata/templates —
+// but astro-minimal, which is the demo's Astro site (internal/demo/astro, embedded in the
+// binary for `bench --only owner`), kept in one place.
 type template struct {
 	name string
 	page string           // the file the owner's edits change
@@ -46,6 +48,9 @@ func editSpecial(page string) string {
 func templateFiles(t *testing.T, name string) map[string]string {
 	t.Helper()
 	root := filepath.Join("testdata", "templates", name)
+	if name == "astro-minimal" {
+		root = filepath.Join("..", "demo", "astro")
+	}
 	files := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

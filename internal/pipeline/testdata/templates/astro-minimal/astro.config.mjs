@@ -1,4 +1,0 @@
-// @ts-check
-import { defineConfig } from 'astro/config';
-
-export default defineConfig({});
