@@ -204,7 +204,7 @@ func TestRealAgentCLIModelOverloaded(t *testing.T) {
 		t.Run(c.kind, func(t *testing.T) {
 			f, mock := setupRealCLI(t, c)
 			ws := filepath.Join(f.dir, "ws", "site", "alice")
-			out, err := f.runLong(t, "t1", "Say we are open. [[fail 529 100000]]"+c.edit(filepath.Join(ws, "index.html"), "Hello", "Open"))
+			out, err := f.runLong(t, "t1", "Say we are open. [[fail 529 100000 0]]"+c.edit(filepath.Join(ws, "index.html"), "Hello", "Open"))
 			if !errors.Is(err, worker.ErrPermanent) || failure.Of(err) != failure.Model {
 				t.Fatalf("job: %v; want a permanent failure classed %q\n%s", err, failure.Model, out.OutputTail)
 			}
