@@ -12,32 +12,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/webordinary/webordinary/internal/broker"
-	"github.com/webordinary/webordinary/internal/capability"
+	"github.com/webordinary/webordinary/internal/capability/browsertest"
 )
 
 // browser starts a headless Chromium for the test and returns its first tab.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	capability.Need(t, capability.Chromium)
-	path := capability.Browser()
-	profile, err := os.MkdirTemp("", "wo-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(profile) })
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1440, 900))
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start %s: %v", path, err)
-	}
-	return ctx
+	return browsertest.Tab(t, chromedp.WindowSize(1440, 900))
 }
 
 // waitFor polls the page until the JavaScript expression is truthy, failing with the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/webordinary/webordinary/internal/capability"
+	"github.com/webordinary/webordinary/internal/capability/browsertest"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/shots"
 )
@@ -117,17 +117,5 @@ func writePictures(t *testing.T, st *shots.Store, job string) {
 // get one.
 func threadBrowser(t *testing.T) context.Context {
 	t.Helper()
-	capability.Need(t, capability.Chromium)
-	path := capability.Browser()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(path), chromedp.Headless,
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))
-	t.Cleanup(cancelAlloc)
-	tab, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	return tab
+	return browsertest.Tab(t)
 }

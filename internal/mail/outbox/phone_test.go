@@ -14,7 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/webordinary/webordinary/internal/capability"
+	"github.com/webordinary/webordinary/internal/capability/browsertest"
 	"github.com/webordinary/webordinary/internal/failure"
 )
 
@@ -145,17 +145,5 @@ func layout(t *testing.T, tab context.Context, url string, width int64) pageLayo
 // browserTab starts a headless Chromium for the test, or skips saying how to get one.
 func browserTab(t *testing.T) context.Context {
 	t.Helper()
-	capability.Need(t, capability.Chromium)
-	path := capability.Browser()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(path), chromedp.Headless,
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))
-	t.Cleanup(cancelAlloc)
-	tab, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(tab); err != nil { // starts the browser, for the tab's lifetime
-		t.Fatalf("start %s: %v", path, err)
-	}
-	return tab
+	return browsertest.Tab(t)
 }
