@@ -70,7 +70,7 @@ func TestCodexProcess(t *testing.T) {
 	if !res.OK || res.Session != req.Session || res.Summary != `I changed the home page heading to "Spring sale".` {
 		t.Fatalf("OK, Session, Summary = %v, %q, %q", res.OK, res.Session, res.Summary)
 	}
-	want := "exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false --model gpt-test resume " + req.Session + " -"
+	want := "exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false -c features.plugins=false --model gpt-test resume " + req.Session + " -"
 	if got := rec.args(t); got != want {
 		t.Errorf("args = %q, want %q", got, want)
 	}

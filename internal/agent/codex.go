@@ -53,9 +53,11 @@ func codexArgs(spec Spec, req Request) []string {
 }
 
 // codexQuiet turns off what codex reaches for at every start besides the model: the update
-// check (GitHub) and analytics (chatgpt.com). A sandboxed job's network reaches neither, and
+// check (GitHub), analytics (chatgpt.com) and the curated plugins' sync (GitHub, then
+// chatgpt.com). A sandboxed job's network reaches neither, and
 // each refusal is a line in the job's report.
-var codexQuiet = []string{"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false"}
+var codexQuiet = []string{"-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false",
+	"-c", "features.plugins=false"}
 
 // codexRetries bounds codex's own retries of a model request and of a dropped stream, as
 // CLAUDE_CODE_MAX_RETRIES does claude's: a model service that stays busy ends the run, and

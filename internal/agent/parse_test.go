@@ -113,11 +113,11 @@ func TestArgs(t *testing.T) {
 		{"claude resume", claudeArgs(Spec{}, resume, "s1"),
 			"-p --output-format stream-json --verbose --permission-mode acceptEdits --resume s1"},
 		{"codex new", codexArgs(full, newReq),
-			"exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false --model m1 -"},
+			"exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false -c features.plugins=false --model m1 -"},
 		{"codex resume", codexArgs(Spec{}, resume),
-			"exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false resume s1 -"},
+			"exec --json --skip-git-repo-check --sandbox workspace-write -c check_for_update_on_startup=false -c analytics.enabled=false -c features.plugins=false resume s1 -"},
 		{"codex in the platform's sandbox, at a gateway", codexArgs(Spec{BaseURL: "http://127.0.0.1:9/openai/v1"}, jailed),
-			"exec --json --skip-git-repo-check --sandbox danger-full-access -c check_for_update_on_startup=false -c analytics.enabled=false -c model_provider=\"webordinary\" " +
+			"exec --json --skip-git-repo-check --sandbox danger-full-access -c check_for_update_on_startup=false -c analytics.enabled=false -c features.plugins=false -c model_provider=\"webordinary\" " +
 				"-c model_providers.webordinary.name=\"webordinary\" -c model_providers.webordinary.base_url=\"http://127.0.0.1:9/openai/v1\" " +
 				"-c model_providers.webordinary.env_key=\"OPENAI_API_KEY\" -c model_providers.webordinary.wire_api=\"responses\" " +
 				"-c model_providers.webordinary.supports_websockets=false -c model_providers.webordinary.request_max_retries=2 " +

@@ -140,6 +140,9 @@ func TestRealAgentCLIEditsAndResumes(t *testing.T) {
 			if got := git(t, f.origin, "show", "thread-t1:index.html"); !strings.Contains(got, "Open today") {
 				t.Fatalf("index.html on the thread after the first job: %q\n%s", got, out.OutputTail)
 			}
+			if len(out.Report.EgressDenied) > 0 {
+				t.Errorf("the CLI reached for more than the model: refused %+v", out.Report.EgressDenied)
+			}
 			session := out.Report.AgentSession
 			if session == "" {
 				t.Fatalf("no agent session reported")
