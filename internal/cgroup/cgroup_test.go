@@ -88,11 +88,74 @@ func TestMemoryIsBoundedForTheTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Write([]byte("go\n"))
-	waitStats(t, g, func(st Stats) bool { return st.OOMKills > 0 })
+	st := waitStats(t, g, func(st Stats) bool { return st.OOMKills > 0 })
+	if st.MemoryFull == 0 {
+		t.Errorf("killed at its own limit, but MemoryFull is 0: %+v", st)
+	}
 	if err := g.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+}
+
+// TestAnOOMAboveTheGroupIsNotItsLimit: memory ran out above the job's group (here a parent
+// group with a small limit stands for the host). The job's process is killed, but the group's
+// counters must not say it went over its own limit: the job is not to blame.
+func TestAnOOMAboveTheGroupIsNotItsLimit(t *testing.T) {
+	t.Parallel()
+	host := hostWithLittleMemory(t, opened(t), 64<<20)
+	g, err := host.New(Limits{Memory: 1 << 30, Pids: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	cmd := exec.Command("/bin/sh", "-c", `read go; head -c 200M /dev/zero | tail -c 200M >/dev/null; sleep 600`)
+	in, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Place(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("go\n"))
+	st := waitStats(t, g, func(st Stats) bool { return st.OOMKills > 0 })
+	if st.MemoryFull != 0 {
+		t.Errorf("memory ran out above the group, yet its counters say it reached its own limit: %+v", st)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// hostWithLittleMemory returns a hierarchy whose groups are made under a new group of h's
+// parent limited to mem bytes (no swap), removed at the test's end.
+func hostWithLittleMemory(t *testing.T, h *Hierarchy, mem int64) *Hierarchy {
+	t.Helper()
+	name := fmt.Sprintf("test-host-%d-%d", os.Getpid(), time.Now().UnixNano())
+	host := &Hierarchy{version: h.version, parent: map[string]string{}, cpu: h.cpu}
+	v := strconv.FormatInt(mem, 10)
+	for c, p := range h.parent {
+		d := filepath.Join(p, name)
+		if err := os.Mkdir(d, 0o755); err != nil && !os.IsExist(err) { // co-mounted controllers
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rmdir(d) })
+		host.parent[c] = d
+	}
+	var files [][2]string
+	if h.version == 2 {
+		files = [][2]string{{"memory.max", v}, {"memory.swap.max", "0"}, {"cgroup.subtree_control", "+memory +pids"}}
+	} else {
+		files = [][2]string{{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}}
+	}
+	dir := host.Dir()
+	for _, f := range files {
+		if err := write(dir, f[0], f[1]); err != nil && !optional(dir, f[0]) {
+			t.Fatal(err)
+		}
+	}
+	return host
 }
 
 // The unified hierarchy here may have no controllers (a hybrid host): a group without limits
@@ -135,7 +198,7 @@ func TestV2GroupEnteredAtStart(t *testing.T) {
 	}
 }
 
-func waitStats(t *testing.T, g *Group, ok func(Stats) bool) {
+func waitStats(t *testing.T, g *Group, ok func(Stats) bool) Stats {
 	t.Helper()
 	for {
 		st, err := g.Stats()
@@ -144,7 +207,7 @@ func waitStats(t *testing.T, g *Group, ok func(Stats) bool) {
 		}
 		if ok(st) {
 			t.Logf("stats: %+v", st)
-			return
+			return st
 		}
 		procsLeft, _ := procs(g.any())
 		if len(procsLeft) == 0 {

@@ -193,8 +193,14 @@ func (g *Group) Place(pid int) error {
 
 // Stats are what the kernel counted for a group.
 type Stats struct {
-	// OOMKills is how many of its processes were killed for the group's memory limit.
+	// OOMKills is how many of its processes an OOM killer killed: for the group's memory
+	// limit, or for memory running out above it (an ancestor's limit, the whole host).
 	OOMKills int64
+	// MemoryFull is nonzero once the group's own memory limit was reached (v2: how many
+	// OOMs the limit caused; v1: 1 when the group's peak use reached its limit, memory or
+	// memory plus swap, since some kernels leave v1's failcnt at 0). An OOM kill with
+	// MemoryFull at 0 came from above the group: the job is not to blame.
+	MemoryFull int64
 	// PidsMax is how many forks failed at its process limit.
 	PidsMax int64
 	// CPU is the CPU time its processes used (0 where not counted: v1 without cpuacct).
@@ -208,11 +214,16 @@ func (g *Group) Stats() (Stats, error) {
 	if g.version == 2 {
 		d := g.dirs[""]
 		st.OOMKills = r.field(d, "memory.events", "oom_kill")
+		st.MemoryFull = r.field(d, "memory.events", "oom")
 		st.PidsMax = r.field(d, "pids.events", "max")
 		st.CPU = time.Duration(r.field(d, "cpu.stat", "usage_usec")) * time.Microsecond
 		return st, r.err
 	}
 	st.OOMKills = r.field(g.dirs["memory"], "memory.oom_control", "oom_kill")
+	st.MemoryFull = r.peakAtLimit(g.dirs["memory"], "memory.")
+	if !optional(g.dirs["memory"], "memory.memsw.max_usage_in_bytes") {
+		st.MemoryFull += r.peakAtLimit(g.dirs["memory"], "memory.memsw.")
+	}
 	st.PidsMax = r.field(g.dirs["pids"], "pids.events", "max")
 	if d := g.dirs["cpuacct"]; d != "" {
 		st.CPU = time.Duration(r.number(d, "cpuacct.usage"))
@@ -237,6 +248,17 @@ func (r *reader) field(dir, name, key string) int64 {
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			return n
 		}
+	}
+	return 0
+}
+
+// peakAtLimit is 1 when v1 group dir's peak use of counter prefix ("memory.",
+// "memory.memsw.") reached its limit, else 0. Charges are whole pages and limits are
+// rounded down to pages, so a limit that was reached is the peak exactly.
+func (r *reader) peakAtLimit(dir, prefix string) int64 {
+	peak, limit := r.number(dir, prefix+"max_usage_in_bytes"), r.number(dir, prefix+"limit_in_bytes")
+	if r.err == nil && peak >= limit {
+		return 1
 	}
 	return 0
 }

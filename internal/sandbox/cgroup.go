@@ -123,7 +123,7 @@ func (w *watch) check() *LimitError {
 // passed is the limit the group's counters show passed, nil if none.
 func (l Limits) passed(st cgroup.Stats) *LimitError {
 	switch {
-	case st.OOMKills > 0 && l.Memory > 0:
+	case st.OOMKills > 0 && st.MemoryFull > 0 && l.Memory > 0:
 		return &LimitError{Key: "mem", Value: formatSize(l.Memory), What: "the job's processes together used more than " + words(l.Memory) + " of memory, and the job was stopped"}
 	case st.PidsMax > 0 && l.Procs > 0:
 		return &LimitError{Key: "procs", Value: strconv.FormatInt(l.Procs, 10), What: fmt.Sprintf("the job tried to run more than %d processes and threads at once, and was stopped", l.Procs)}
