@@ -117,13 +117,17 @@ func Open(cfg Config) (*Outbox, error) {
 	if o.queued, o.failed, err = d.load(context.Background()); err != nil {
 		return nil, fmt.Errorf("outbox: open spool %s: %w", cfg.Dir, err)
 	}
-	return o, o.prune(context.Background())
+	if err := o.prune(context.Background()); err != nil {
+		return nil, fmt.Errorf("outbox: open spool %s: %w", cfg.Dir, err)
+	}
+	return o, nil
 }
 
 // Enqueue stores msg for delivery to the envelope recipients to, with from as the envelope
-// sender. It returns once the message is durably stored (the spool or the engine). msg must carry a Message-ID
-// ([ErrNoMessageID] otherwise); enqueueing a Message-ID that is already queued, or was
-// delivered in the last 24 hours, is a no-op. Enqueue does not wait for delivery.
+// sender. It returns once the message is durably stored (in the spool or the engine). msg
+// must carry a Message-ID ([ErrNoMessageID] otherwise); enqueueing a Message-ID that is already
+// queued, or was delivered in the last 24 hours, is a no-op. Enqueue does not wait for
+// delivery.
 func (o *Outbox) Enqueue(ctx context.Context, from string, to []string, msg []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
