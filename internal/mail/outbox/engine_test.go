@@ -2,10 +2,12 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,6 +213,67 @@ func TestEngineOutboxTakesOverADeadServesClaim(t *testing.T) {
 		waitFor(t, "the take-over", func() bool { return live.Stats().Sent == 1 })
 		if got := len(s.messages()); got != 1 {
 			t.Fatalf("the relay got %d messages, want 1", got)
+		}
+	})
+}
+
+// TestEngineOutboxParksWhatCannotBeSent: a reply the relay refuses for good is parked in the
+// engine with its error and its message, and every serve counts it.
+func TestEngineOutboxParksWhatCannotBeSent(t *testing.T) {
+	t.Parallel()
+	onEveryEngine(t, func(t *testing.T, a, b *broker.Backend) {
+		clock := newClock()
+		s := startSink(t, sinkOptions{rcpt: func(int) error { return smtpReply(550, "no such user") }})
+		o := runOutbox(t, engineConfig(t, a, s, clock))
+		msg := composeSample(t, "job-bounced")
+		if err := o.Enqueue(t.Context(), envFrom, envTo, msg); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the reply to be parked", func() bool { return o.Stats().Failed == 1 })
+		if keys := queueKeys(t, a); len(keys) != 0 {
+			t.Fatalf("a parked reply is still queued: %v", keys)
+		}
+		e, err := OpenEngine(t.Context(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := spoolKey("wo-job-bounced-done@example.com")
+		data, _, err := e.Failed.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec failedRecord
+		if err := json.Unmarshal(data, &rec); err != nil || rec.Attempts != 1 || !strings.Contains(rec.LastError, "550") {
+			t.Fatalf("parked record %s: %v", data, err)
+		}
+		if kept, _, err := e.Bodies.Get(t.Context(), rec.Body); err != nil || string(kept) != string(msg) {
+			t.Fatalf("the parked reply's message: %v", err)
+		}
+		other := runOutbox(t, engineConfig(t, b, s, clock))
+		waitFor(t, "the other serve to count it", func() bool { return other.Stats().Failed == 1 })
+	})
+}
+
+// TestEngineOutboxDropsAReplySentBeforeItsServeStopped: a serve that sent a reply and
+// recorded it, but stopped before removing the entry, leaves it queued; the next serve finds
+// the record and drops the entry instead of sending the reply again.
+func TestEngineOutboxDropsAReplySentBeforeItsServeStopped(t *testing.T) {
+	t.Parallel()
+	onEveryEngine(t, func(t *testing.T, a, b *broker.Backend) {
+		clock := newClock()
+		s := startSink(t, sinkOptions{})
+		first := openOutbox(t, engineConfig(t, a, s, clock)) // never runs: it stops first
+		if err := first.Enqueue(t.Context(), envFrom, envTo, composeSample(t, "job-recorded")); err != nil {
+			t.Fatal(err)
+		}
+		key := spoolKey("wo-job-recorded-done@example.com")
+		if _, err := first.cfg.Engine.Sent.Put(t.Context(), key, []byte(clock.Now().Format(time.RFC3339Nano))); err != nil {
+			t.Fatal(err)
+		}
+		next := runOutbox(t, engineConfig(t, b, s, clock))
+		waitFor(t, "the entry to be dropped", func() bool { return len(queueKeys(t, b)) == 0 })
+		if got := len(s.messages()); got != 0 || next.Stats().Sent != 0 {
+			t.Fatalf("a reply already sent went out again (%d at the relay)", got)
 		}
 	})
 }
