@@ -17,6 +17,7 @@ import (
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/broker/mem"
+	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
@@ -199,12 +200,14 @@ func (a *App) openOutbox(ctx context.Context, b *broker.Backend, sesSent func(ct
 }
 
 // outboxStore sets where the outbox keeps the replies it has yet to send and its memory of
-// those it sent. An engine outside this process (NATS servers, AWS's DynamoDB and S3) keeps
-// them: they outlive serve and its disk (a Fargate task's is new at every start), and every
-// serve on the engine sends each reply once. An engine in this process (embedded://, mem://)
-// lives in the data directory, so the spool <Data>/mail-outbox does too.
+// those it sent. An engine shared beyond this process (NATS servers, an embedded cluster of
+// serves, AWS's DynamoDB and S3) keeps them: they outlive serve and its disk (a Fargate task's
+// is new at every start), and every serve on the engine sends each reply once. A lone engine
+// in this process (embedded:// without a cluster, mem://) lives and dies with the data
+// directory, so the spool <Data>/mail-outbox does too.
 func (a *App) outboxStore(ctx context.Context, b *broker.Backend, cfg *outbox.Config) error {
-	if a.cfg.embedded() || strings.HasPrefix(a.cfg.Engine, mem.Scheme+"://") {
+	lone := a.cfg.embedded() && !natsjs.EmbeddedCluster(a.cfg.Engine)
+	if lone || strings.HasPrefix(a.cfg.Engine, mem.Scheme+"://") {
 		cfg.Dir = filepath.Join(a.cfg.Data, "mail-outbox")
 		return nil
 	}
