@@ -50,7 +50,11 @@ func flagReference() string {
 // so that they are in no command line and no file.
 const environmentOnly = "### Environment only\n\n" +
 	"- `WO_GIT_TOKEN`: the token workers push sites' repositories with (through a git askpass helper; never in a URL)\n" +
-	"- `WO_GIT_USERNAME`: the user name sent with it (default `x-access-token`)\n"
+	"- `WO_GIT_USERNAME`: the user name sent with it (default `x-access-token`)\n" +
+	"\nA secret may be given as the ARN of an AWS Secrets Manager secret instead of its value " +
+	"(`engine.password`, `serve.dashboard_token`, `mail.secret`, `mail.relay_password`, and the variables " +
+	"`WO_GIT_TOKEN`, `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`): serve and worker read it once at start, " +
+	"in the secret's region, with the SDK's credentials (`aws.endpoint` applies).\n"
 
 // configReference opens the config file's part of the reference.
 const configReference = "### Config file (`serve --config`, `worker --config`)\n\n" +

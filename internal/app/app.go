@@ -78,7 +78,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 // Config is the validated configuration (defaults filled, paths absolute).
 func (a *App) Config() Config { return a.cfg }
 
-// Run runs the process until ctx ends or a component fails. In order: it binds every address
+// Run runs the process until ctx ends or a component fails. In order: it reads the secrets
+// held in Secrets Manager (readSecrets), binds every address
 // (all or none: a taken one is an error naming it, before anything is written), prepares the
 // data directory and, for serve, locks it (ServeLockFile: a second serve on it fails naming
 // the first's pid), prepares secrets, opens the engine, builds the components and starts them under
@@ -88,6 +89,9 @@ func (a *App) Config() Config { return a.cfg }
 func (a *App) Run(ctx context.Context) error {
 	var undo cleanup
 	defer undo.run()
+	if err := a.readSecrets(ctx); err != nil {
+		return err
+	}
 	if a.cfg.Role == RoleServe {
 		if err := a.bind(&undo); err != nil {
 			return err

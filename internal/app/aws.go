@@ -24,7 +24,7 @@ import (
 )
 
 // AWS locates the AWS services that Worker.PreviewTarget (S3) and Mail.SES, Mail.SESQueue
-// (SES, SQS, S3) use. An aws:// Engine carries its own endpoints in its URL. Credentials come
+// (SES, SQS, S3) use, and Secrets Manager for secrets given as ARNs (readSecrets). An aws:// Engine carries its own endpoints in its URL. Credentials come
 // from the SDK's usual chain (environment, profile, task role); with an endpoint set and none
 // in the environment, static test credentials are used (emulators).
 type AWS struct {
@@ -39,7 +39,7 @@ type AWS struct {
 // keys registers a's keys on s (the aws section).
 func (a *AWS) keys(s *conf.Section) {
 	s.String(&a.Region, "region", "", "AWS region of S3 previews and SES mail (default: the SDK's, AWS_REGION, else us-east-1)").Was("aws-region")
-	s.String(&a.Endpoint, "endpoint", "", "one endpoint for S3, SQS and SES, such as an emulator (http://127.0.0.1:4566)").Was("aws-endpoint")
+	s.String(&a.Endpoint, "endpoint", "", "one endpoint for S3, SQS, SES and Secrets Manager, such as an emulator (http://127.0.0.1:4566)").Was("aws-endpoint")
 	s.String(&a.S3Endpoint, "s3_endpoint", "", "S3 endpoint when it differs from endpoint").Was("aws-s3-endpoint")
 	s.String(&a.SQSEndpoint, "sqs_endpoint", "", "SQS endpoint (SES inbound queue) when it differs from endpoint").Was("aws-sqs-endpoint")
 	s.String(&a.SESEndpoint, "ses_endpoint", "", "SES endpoint when it differs from endpoint").Was("aws-ses-endpoint")

@@ -11,10 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/broker/mem"
+	"github.com/webordinary/webordinary/internal/broker/natsjs"
 	"github.com/webordinary/webordinary/internal/dashboard"
 	"github.com/webordinary/webordinary/internal/mail/auth"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
@@ -73,7 +76,7 @@ func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router
 		return nil, err
 	}
 	var in *inbound.Inbound // SES's Message-IDs are recorded through it, once it exists
-	ob, err := a.openOutbox(ctx, func(ctx context.Context, msg []byte, id string) error { return in.RecordSent(ctx, msg, id) })
+	ob, err := a.openOutbox(ctx, b, func(ctx context.Context, msg []byte, id string) error { return in.RecordSent(ctx, msg, id) })
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +170,9 @@ func legacyMailSecret(data string) []byte {
 }
 
 // openOutbox opens the outbox with its sender: SES (sesSent records SES's Message-IDs), the
-// relay, else the outbox directory.
-func (a *App) openOutbox(ctx context.Context, sesSent func(ctx context.Context, msg []byte, id string) error) (*outbox.Outbox, error) {
+// relay, else the outbox directory. Where it keeps what it must send follows from the
+// engine: see outboxStore.
+func (a *App) openOutbox(ctx context.Context, b *broker.Backend, sesSent func(ctx context.Context, msg []byte, id string) error) (*outbox.Outbox, error) {
 	m := a.cfg.Mail
 	var sender outbox.Sender = outbox.Dir{Path: filepath.Join(a.cfg.Data, "outbox")}
 	if m.SES {
@@ -188,7 +192,31 @@ func (a *App) openOutbox(ctx context.Context, sesSent func(ctx context.Context, 
 		}
 		sender = s
 	}
-	return outbox.Open(outbox.Config{Dir: filepath.Join(a.cfg.Data, "mail-outbox"), Sender: sender, Logger: a.log})
+	cfg := outbox.Config{Sender: sender, Logger: a.log}
+	if err := a.outboxStore(ctx, b, &cfg); err != nil {
+		return nil, err
+	}
+	return outbox.Open(cfg)
+}
+
+// outboxStore sets where the outbox keeps the replies it has yet to send and its memory of
+// those it sent. An engine shared beyond this process (NATS servers, an embedded cluster of
+// serves, AWS's DynamoDB and S3) keeps them: they outlive serve and its disk (a Fargate task's
+// is new at every start), and every serve on the engine sends each reply once. A lone engine
+// in this process (embedded:// without a cluster, mem://) lives and dies with the data
+// directory, so the spool <Data>/mail-outbox does too.
+func (a *App) outboxStore(ctx context.Context, b *broker.Backend, cfg *outbox.Config) error {
+	lone := a.cfg.embedded() && !natsjs.EmbeddedCluster(a.cfg.Engine)
+	if lone || strings.HasPrefix(a.cfg.Engine, mem.Scheme+"://") {
+		cfg.Dir = filepath.Join(a.cfg.Data, "mail-outbox")
+		return nil
+	}
+	e, err := outbox.OpenEngine(ctx, b)
+	if err != nil {
+		return fmt.Errorf("keep the reply outbox in the engine: %w", err)
+	}
+	cfg.Engine = e
+	return nil
 }
 
 func (p *mailParts) describe(data string, m Mail) string {

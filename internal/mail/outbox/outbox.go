@@ -9,15 +9,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/webordinary/webordinary/internal/durable"
 )
 
 // Config configures an Outbox.
 type Config struct {
-	// Dir is the spool directory, created if missing. Required. Only one Outbox (in one
-	// process) may use a directory at a time.
+	// Dir is the spool directory, created if missing. Required without Engine. Only one
+	// Outbox (in one process) may use a directory at a time.
 	Dir string
+	// Engine, when set, keeps the outbox in the engine every serve shares instead of Dir:
+	// any number of Outboxes on one engine, in any processes, send each message once.
+	Engine *Engine
 	// Sender delivers the messages. Required.
 	Sender Sender
 	// MaxAttempts is how many temporary failures a message may have before it is parked in
@@ -44,8 +45,14 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
+	case c.Engine != nil:
+		if err := c.Engine.validate(); err != nil {
+			return err
+		}
 	case c.Dir == "":
-		return errors.New("outbox: Dir is required")
+		return errors.New("outbox: Dir (or Engine) is required")
+	}
+	switch {
 	case c.Sender == nil:
 		return errors.New("outbox: Sender is required")
 	case c.MaxAttempts < 1:
@@ -54,15 +61,16 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Outbox is a durable queue of composed messages. Enqueue stores a message; Run delivers it,
-// retrying temporary failures with exponential backoff and parking permanent or exhausted ones
-// in failed/ with their error. Delivery is at least once: a crash between sending and updating
-// the spool sends the message again after restart, under the same Message-ID.
+// Outbox is a durable queue of composed messages, kept in a spool directory or in the engine
+// (Config.Engine). Enqueue stores a message; Run delivers it, retrying temporary failures
+// with exponential backoff and parking permanent or exhausted ones (failed/ or the engine's
+// outbox_failed table) with their error. Delivery is at least once: a crash between sending
+// and updating the store sends the message again after restart, under the same Message-ID.
 //
 // All methods are safe for concurrent use.
 type Outbox struct {
 	cfg     Config
-	spool   spool
+	keep    store
 	log     *slog.Logger
 	wake    chan struct{}
 	running atomic.Bool
@@ -72,6 +80,7 @@ type Outbox struct {
 	sent      uint64
 	failed    int
 	lastPrune time.Time
+	nextScan  time.Time // when Run reads the store again (shared stores only)
 }
 
 // Stats is a snapshot for metrics.
@@ -82,56 +91,43 @@ type Stats struct {
 	Retrying int
 	// Sent is how many messages this Outbox delivered since Open (counter).
 	Sent uint64
-	// Failed is how many messages are parked in failed/, including earlier runs' (gauge).
+	// Failed is how many messages are parked, including earlier runs' (gauge).
 	Failed int
 }
 
-// Open opens (creating if needed) the spool in cfg.Dir and loads what a previous process left
-// queued. Unreadable queue records are moved to failed/ with a .corrupt suffix.
+// Open opens the outbox. With a Dir it creates the spool if needed and loads what a previous
+// process left queued; unreadable queue records are moved to failed/ with a .corrupt suffix.
+// With an Engine it reads nothing yet: Run starts by reading the engine's queue.
 func Open(cfg Config) (*Outbox, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	o := &Outbox{cfg: cfg, spool: spool{cfg.Dir}, log: cfg.Logger, wake: make(chan struct{}, 1)}
-	if err := o.spool.init(); err != nil {
+	o := &Outbox{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), queued: map[string]meta{}}
+	if cfg.Engine != nil {
+		o.keep = newEngineStore(cfg.Engine, cfg.Now, cfg.Logger)
+		return o, nil
+	}
+	d := diskStore{spool: spool{cfg.Dir}, log: cfg.Logger}
+	o.keep = d
+	if err := d.init(); err != nil {
 		return nil, fmt.Errorf("outbox: open spool %s: %w", cfg.Dir, err)
 	}
-	if err := o.recover(); err != nil {
+	var err error
+	if o.queued, o.failed, err = d.load(context.Background()); err != nil {
+		return nil, fmt.Errorf("outbox: open spool %s: %w", cfg.Dir, err)
+	}
+	if err := o.prune(context.Background()); err != nil {
 		return nil, fmt.Errorf("outbox: open spool %s: %w", cfg.Dir, err)
 	}
 	return o, nil
 }
 
-// recover loads the queue, drops messages delivered just before a crash and counts failures.
-func (o *Outbox) recover() error {
-	queued, bad, err := o.spool.load()
-	if err != nil {
-		return err
-	}
-	for _, key := range bad {
-		o.log.Warn("outbox: unreadable queued message moved to failed/", slog.String("key", key))
-	}
-	for key, m := range queued {
-		if t, ok := o.spool.sentAt(key); ok && !t.Before(m.Enqueued) {
-			if err := durable.Remove(o.spool.path(queueDir), key+msgExt); err != nil {
-				return err
-			}
-			delete(queued, key)
-		}
-	}
-	failed, err := o.spool.countFailed()
-	if err != nil {
-		return err
-	}
-	o.queued, o.failed = queued, failed
-	return o.prune()
-}
-
 // Enqueue stores msg for delivery to the envelope recipients to, with from as the envelope
-// sender. It returns once the message is durably in the spool. msg must carry a Message-ID
-// ([ErrNoMessageID] otherwise); enqueueing a Message-ID that is already queued, or was
-// delivered in the last 24 hours, is a no-op. Enqueue does not wait for delivery.
+// sender. It returns once the message is durably stored (in the spool or the engine). msg
+// must carry a Message-ID ([ErrNoMessageID] otherwise); enqueueing a Message-ID that is already
+// queued, or was delivered in the last 24 hours, is a no-op. Enqueue does not wait for
+// delivery.
 func (o *Outbox) Enqueue(ctx context.Context, from string, to []string, msg []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -161,20 +157,22 @@ func (o *Outbox) store(ctx context.Context, id, from string, to []string, msg []
 	}
 	now := o.cfg.Now()
 	m := meta{MessageID: id, From: from, To: slices.Clone(to), Enqueued: now, NextAt: now}
-	if err := o.spool.write(queueDir, key, m, msg); err != nil {
+	added, err := o.keep.add(ctx, key, m, msg)
+	if err != nil {
 		return err
+	}
+	if !added {
+		o.log.InfoContext(ctx, "outbox: duplicate ignored", slog.String("message_id", id))
+		return nil
 	}
 	o.queued[key] = m
 	return nil
 }
 
-// isDuplicate reports whether key is queued or was delivered recently. o.mu must be held.
+// isDuplicate reports whether key is queued here. o.mu must be held.
 func (o *Outbox) isDuplicate(key string) bool {
-	if _, ok := o.queued[key]; ok {
-		return true
-	}
-	t, ok := o.spool.sentAt(key)
-	return ok && o.cfg.Now().Sub(t) <= sentMemory
+	_, ok := o.queued[key]
+	return ok
 }
 
 // nudge wakes Run to look at the queue now.
@@ -199,11 +197,11 @@ func (o *Outbox) Stats() Stats {
 }
 
 // prune forgets deliveries older than sentMemory, at most once an hour.
-func (o *Outbox) prune() error {
+func (o *Outbox) prune(ctx context.Context) error {
 	now := o.cfg.Now()
 	if !o.lastPrune.IsZero() && now.Sub(o.lastPrune) < time.Hour {
 		return nil
 	}
 	o.lastPrune = now
-	return o.spool.pruneSent(now)
+	return o.keep.prune(ctx, now)
 }

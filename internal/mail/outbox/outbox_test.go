@@ -191,7 +191,7 @@ func TestOutboxDropsQueuedCopyOfDeliveredMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Crash after recording the delivery, before removing the queue file.
-	if err := first.spool.markSent(spoolKey("wo-job-marked-done@example.com"), clock.Now()); err != nil {
+	if err := first.keep.(diskStore).markSent(spoolKey("wo-job-marked-done@example.com"), clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	second := openOutbox(t, cfg)
@@ -274,7 +274,7 @@ func TestOpenValidates(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"no dir", Config{Sender: Dir{}}, "Dir is required"},
+		{"no dir", Config{Sender: Dir{}}, "Dir (or Engine) is required"},
 		{"no sender", Config{Dir: t.TempDir()}, "Sender is required"},
 		{"bad attempts", Config{Dir: t.TempDir(), Sender: Dir{}, MaxAttempts: -1}, "MaxAttempts"},
 	}

@@ -5,11 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/webordinary/webordinary/internal/durable"
 )
 
 // maxBackoff caps the delay between attempts.
@@ -27,16 +24,19 @@ func backoff(n int) time.Duration {
 }
 
 // Run delivers due messages until ctx ends, starting with what a previous process left in the
-// spool. Messages are sent one at a time, oldest due first. A send interrupted by ctx is not
-// counted as an attempt. Run returns nil when ctx ends, or an error if it is already running.
+// spool (or, on an engine, what any serve left queued there). Messages are sent one at a time,
+// oldest due first. A send interrupted by ctx is not counted as an attempt. Run returns nil
+// when ctx ends, or an error if it is already running.
 func (o *Outbox) Run(ctx context.Context) error {
 	if !o.running.CompareAndSwap(false, true) {
 		return errors.New("outbox: Run is already running")
 	}
 	defer o.running.Store(false)
+	o.scan(ctx)
 	o.log.InfoContext(ctx, "outbox: running", slog.Int("queued", o.Stats().Queued))
 	for {
 		o.housekeep(ctx)
+		o.scan(ctx)
 		o.sendDue(ctx)
 		if !o.sleep(ctx) {
 			o.log.InfoContext(ctx, "outbox: stopped", slog.Any("cause", context.Cause(ctx)))
@@ -49,9 +49,36 @@ func (o *Outbox) Run(ctx context.Context) error {
 func (o *Outbox) housekeep(ctx context.Context) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err := o.prune(); err != nil {
+	if err := o.prune(ctx); err != nil && ctx.Err() == nil {
 		o.log.WarnContext(ctx, "outbox: prune sent records", slog.Any("err", err))
 	}
+}
+
+// scan reads a shared store's queue when it is time to, to learn of messages other serves
+// queued and left. Messages this outbox queued since the scan began are kept; others the
+// store no longer holds were sent or parked elsewhere.
+func (o *Outbox) scan(ctx context.Context) {
+	every := o.keep.rescan()
+	if every == 0 || o.cfg.Now().Before(o.nextScan) {
+		return
+	}
+	began := o.cfg.Now()
+	queued, failed, err := o.keep.load(ctx)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.nextScan = o.cfg.Now().Add(every)
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.WarnContext(ctx, "outbox: read the engine's queue", slog.Any("err", err))
+		}
+		return
+	}
+	for key, m := range o.queued {
+		if _, ok := queued[key]; !ok && !m.Enqueued.Before(began) {
+			queued[key] = m
+		}
+	}
+	o.queued, o.failed = queued, failed
 }
 
 // sendDue delivers every message that is due now.
@@ -81,7 +108,7 @@ func (o *Outbox) due() []string {
 	return keys
 }
 
-// sleep waits for the next due message, an Enqueue, an hour, or the end of ctx (false).
+// sleep waits for the next due message or scan, an Enqueue, an hour, or the end of ctx (false).
 func (o *Outbox) sleep(ctx context.Context) bool {
 	t := time.NewTimer(o.untilNext())
 	defer t.Stop()
@@ -94,7 +121,8 @@ func (o *Outbox) sleep(ctx context.Context) bool {
 	return true
 }
 
-// untilNext is the time until the earliest queued message is due, at most an hour.
+// untilNext is the time until the earliest queued message is due or the next scan, at most
+// an hour.
 func (o *Outbox) untilNext() time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -102,37 +130,79 @@ func (o *Outbox) untilNext() time.Duration {
 	for _, m := range o.queued {
 		wait = min(wait, max(m.NextAt.Sub(now), 0))
 	}
+	if o.keep.rescan() > 0 {
+		wait = min(wait, max(o.nextScan.Sub(now), 0))
+	}
 	return wait
 }
 
-// deliver makes one attempt at sending the message queued under key.
+// deliver makes one attempt at sending the message queued under key, if it is still this
+// outbox's to send.
 func (o *Outbox) deliver(ctx context.Context, key string) {
-	m, msg, err := readRecord(filepath.Join(o.spool.path(queueDir), key+msgExt))
-	if err != nil {
+	m, msg, res, err := o.keep.take(ctx, key)
+	switch res {
+	case takeGone:
+		if err != nil {
+			o.log.WarnContext(ctx, "outbox: remove a message sent before", slog.String("key", key), slog.Any("err", err))
+		}
+		o.forget(key)
+		return
+	case takeBad:
 		o.unreadable(ctx, key, err)
 		return
+	case takeLater:
+		o.later(ctx, key, m, err)
+		return
 	}
-	err = o.cfg.Sender.Send(ctx, m.From, m.To, msg)
+	err = o.send(ctx, m, msg)
 	switch {
 	case err == nil:
 		o.succeeded(ctx, key, m)
 	case ctx.Err() != nil:
 		// Stopping: the message stays queued for the next Run, with no attempt charged.
+		o.keep.release(ctx, key, m)
 	default:
 		o.attemptFailed(ctx, key, m, msg, err)
 	}
 }
 
-// succeeded records the delivery, then removes the message from the queue. A crash in between
-// leaves the sent record, which Open uses to drop the queued copy instead of re-sending it.
+// send hands the message to the Sender. On an engine the send is cut off at half the claim's
+// lease, so it ends while the claim is this outbox's.
+func (o *Outbox) send(ctx context.Context, m meta, msg []byte) error {
+	if e := o.cfg.Engine; e != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.lease()/2)
+		defer cancel()
+	}
+	return o.cfg.Sender.Send(ctx, m.From, m.To, msg)
+}
+
+// forget drops key from the queue: it was sent or parked elsewhere.
+func (o *Outbox) forget(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.queued, key)
+}
+
+// later keeps key queued until m.NextAt (another serve holds it, or it is not due), or for a
+// few seconds when the store could not be read.
+func (o *Outbox) later(ctx context.Context, key string, m meta, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		o.log.WarnContext(ctx, "outbox: read queued message", slog.String("key", key), slog.Any("err", err))
+		m = o.queued[key]
+		m.NextAt = o.cfg.Now().Add(5 * time.Second)
+	}
+	o.queued[key] = m
+}
+
+// succeeded records the delivery and removes the message from the queue.
 func (o *Outbox) succeeded(ctx context.Context, key string, m meta) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err := o.spool.markSent(key, o.cfg.Now()); err != nil {
-		o.log.WarnContext(ctx, "outbox: record delivery", slog.String("message_id", m.MessageID), slog.Any("err", err))
-	}
-	if err := durable.Remove(o.spool.path(queueDir), key+msgExt); err != nil {
-		o.log.ErrorContext(ctx, "outbox: remove sent message from queue", slog.String("message_id", m.MessageID), slog.Any("err", err))
+	if err := o.keep.delivered(ctx, key, m, o.cfg.Now()); err != nil {
+		o.log.ErrorContext(ctx, "outbox: record delivery", slog.String("message_id", m.MessageID), slog.Any("err", err))
 	}
 	delete(o.queued, key)
 	o.sent++
@@ -152,7 +222,7 @@ func (o *Outbox) attemptFailed(ctx context.Context, key string, m meta, msg []by
 	m.NextAt = o.cfg.Now().Add(backoff(m.Attempts))
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if werr := o.spool.write(queueDir, key, m, msg); werr != nil {
+	if werr := o.keep.retry(ctx, key, m, msg); werr != nil {
 		o.log.WarnContext(ctx, "outbox: record attempt", slog.String("message_id", m.MessageID), slog.Any("err", werr))
 	}
 	o.queued[key] = m
@@ -160,37 +230,31 @@ func (o *Outbox) attemptFailed(ctx context.Context, key string, m meta, msg []by
 		slog.Int("attempt", m.Attempts), slog.Time("next_at", m.NextAt), slog.Any("err", err))
 }
 
-// park moves the message to failed/ with its error. If that cannot be written the message stays
+// park moves the message aside with its error. If that cannot be written the message stays
 // queued and is retried after the longest backoff.
 func (o *Outbox) park(ctx context.Context, key string, m meta, msg []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	existed := o.spool.exists(failedDir, key+msgExt)
-	if err := o.spool.write(failedDir, key, m, msg); err != nil {
+	newly, err := o.keep.park(ctx, key, m, msg)
+	if err != nil {
 		o.log.ErrorContext(ctx, "outbox: park failed message", slog.String("message_id", m.MessageID), slog.Any("err", err))
 		m.NextAt = o.cfg.Now().Add(maxBackoff)
 		o.queued[key] = m
 		return
 	}
-	if err := durable.Remove(o.spool.path(queueDir), key+msgExt); err != nil {
-		o.log.ErrorContext(ctx, "outbox: remove parked message from queue", slog.String("message_id", m.MessageID), slog.Any("err", err))
-	}
 	delete(o.queued, key)
-	if !existed {
+	if newly {
 		o.failed++
 	}
-	o.log.ErrorContext(ctx, "outbox: message parked in failed/", slog.String("message_id", m.MessageID),
+	o.log.ErrorContext(ctx, "outbox: message parked as undeliverable", slog.String("message_id", m.MessageID),
 		slog.Any("to", m.To), slog.Int("attempts", m.Attempts), slog.String("err", m.LastError))
 }
 
-// unreadable moves a queue record that cannot be read aside.
+// unreadable counts a queued message the store could not read (and moved aside).
 func (o *Outbox) unreadable(ctx context.Context, key string, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.log.ErrorContext(ctx, "outbox: unreadable queued message moved to failed/", slog.String("key", key), slog.Any("err", err))
-	if qerr := o.spool.quarantine(key); qerr != nil {
-		o.log.ErrorContext(ctx, "outbox: move unreadable message", slog.String("key", key), slog.Any("err", qerr))
-	}
+	o.log.ErrorContext(ctx, "outbox: unreadable queued message moved to failed", slog.String("key", key), slog.Any("err", err))
 	delete(o.queued, key)
 	o.failed++
 }
