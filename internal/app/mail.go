@@ -207,8 +207,8 @@ func (a *App) openOutbox(ctx context.Context, b *broker.Backend, sesSent func(ct
 // directory, so the spool <Data>/mail-outbox does too.
 func (a *App) outboxStore(ctx context.Context, b *broker.Backend, cfg *outbox.Config) error {
 	lone := a.cfg.embedded() && !natsjs.EmbeddedCluster(a.cfg.Engine)
+	cfg.Dir = filepath.Join(a.cfg.Data, "mail-outbox") // on an engine: what an older serve left there moves in
 	if lone || strings.HasPrefix(a.cfg.Engine, mem.Scheme+"://") {
-		cfg.Dir = filepath.Join(a.cfg.Data, "mail-outbox")
 		return nil
 	}
 	e, err := outbox.OpenEngine(ctx, b)

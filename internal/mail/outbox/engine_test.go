@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -274,6 +275,69 @@ func TestEngineOutboxDropsAReplySentBeforeItsServeStopped(t *testing.T) {
 		waitFor(t, "the entry to be dropped", func() bool { return len(queueKeys(t, b)) == 0 })
 		if got := len(s.messages()); got != 0 || next.Stats().Sent != 0 {
 			t.Fatalf("a reply already sent went out again (%d at the relay)", got)
+		}
+	})
+}
+
+// TestEngineOutboxTakesInASpoolLeftOnDisk: a serve from before the engine kept the outbox
+// left replies queued in its spool (its relay was down), and one it had sent. The serve that
+// starts on the engine with that data directory moves the queued ones into the engine, where
+// they are sent once, and leaves the sent one alone; nothing stays queued on disk.
+func TestEngineOutboxTakesInASpoolLeftOnDisk(t *testing.T) {
+	t.Parallel()
+	onEveryEngine(t, func(t *testing.T, a, _ *broker.Backend) {
+		clock := newClock()
+		dir := t.TempDir()
+		down := startSink(t, sinkOptions{data: func(int) error { return smtpReply(421, "relay going down") }})
+		downSender, err := NewSMTP(down.smtpConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := startSink(t, sinkOptions{})
+		upSender, err := NewSMTP(up.smtpConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := composeSample(t, "job-sent-from-disk")
+		before := runOutbox(t, Config{Dir: dir, Sender: upSender, Now: clock.Now})
+		if err := before.Enqueue(t.Context(), envFrom, envTo, sent); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the first reply sent from disk", func() bool { return before.Stats().Sent == 1 })
+		older := openOutbox(t, Config{Dir: dir, Sender: downSender, Now: clock.Now})
+		stop := startRun(t, older)
+		var left [][]byte
+		for _, job := range []string{"job-left-1", "job-left-2"} {
+			msg := composeSample(t, job)
+			left = append(left, msg)
+			if err := older.Enqueue(t.Context(), envFrom, envTo, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "the refused attempts", func() bool { return older.Stats().Retrying == 2 })
+		stop()
+
+		cfg := engineConfig(t, a, up, clock)
+		cfg.Dir = dir
+		now := runOutbox(t, cfg)
+		if err := now.Enqueue(t.Context(), envFrom, envTo, sent); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+		now.nudge()
+		waitFor(t, "the replies left on disk sent from the engine", func() bool { return now.Stats().Sent == 2 })
+		got := up.messages()
+		if len(got) != 3 { // the one sent from disk, then the two left
+			t.Fatalf("the relay got %d messages, want 3: each reply once", len(got))
+		}
+		for _, msg := range left {
+			if !slices.ContainsFunc(got[1:], func(m received) bool { return string(m.Data) == string(msg) }) {
+				t.Errorf("a reply left on disk did not reach the relay:\n%.200s", msg)
+			}
+		}
+		assertEmpty(t, filepath.Join(dir, queueDir))
+		if keys := queueKeys(t, a); len(keys) != 0 {
+			t.Fatalf("the engine still queues %v after delivery", keys)
 		}
 	})
 }

@@ -14,7 +14,8 @@ import (
 // Config configures an Outbox.
 type Config struct {
 	// Dir is the spool directory, created if missing. Required without Engine. Only one
-	// Outbox (in one process) may use a directory at a time.
+	// Outbox (in one process) may use a directory at a time. With Engine, Dir is a spool an
+	// earlier serve may have left: Open moves what it queued into the engine.
 	Dir string
 	// Engine, when set, keeps the outbox in the engine every serve shares instead of Dir:
 	// any number of Outboxes on one engine, in any processes, send each message once.
@@ -105,7 +106,15 @@ func Open(cfg Config) (*Outbox, error) {
 	}
 	o := &Outbox{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), queued: map[string]meta{}}
 	if cfg.Engine != nil {
-		o.keep = newEngineStore(cfg.Engine, cfg.Now, cfg.Logger)
+		keep := newEngineStore(cfg.Engine, cfg.Now, cfg.Logger)
+		o.keep = keep
+		if cfg.Dir != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), adoptTimeout)
+			defer cancel()
+			if err := adopt(ctx, keep, cfg.Dir, cfg.Now(), cfg.Logger); err != nil {
+				return nil, fmt.Errorf("outbox: move the replies queued in %s into the engine: %w", cfg.Dir, err)
+			}
+		}
 		return o, nil
 	}
 	d := diskStore{spool: spool{cfg.Dir}, log: cfg.Logger}
