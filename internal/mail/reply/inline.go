@@ -20,11 +20,13 @@ func answeredInline(lines []string, i, n int) bool {
 		if below >= len(lines) || !isAnswer(lines[below]) {
 			break
 		}
-		answers++
+		if answers++; answers == minInlineAnswers {
+			return true // no further: every attribution's look stays short on any body
+		}
 		for j = below; j < len(lines) && !isQuoted(lines[j]); j++ {
 		}
 	}
-	return answers >= minInlineAnswers
+	return false
 }
 
 // isAnswer reports whether l can be the person's answer below a quote: a line of text, not a
