@@ -443,3 +443,33 @@ func TestTheBeforeBuildLeavesNoTrace(t *testing.T) {
 		t.Errorf("the edited page was not compared with the baseline kept by the first job: %+v", about)
 	}
 }
+
+// TestHugoSiteNeverPublishedHasABefore: a real generator's site (the hugo template), never
+// published: the first reply's picture of the home page compares with the default branch's
+// build, and the commit holds the owner's page only.
+func TestHugoSiteNeverPublishedHasABefore(t *testing.T) {
+	t.Parallel()
+	capability.Need(t, capability.Hugo)
+	capability.Need(t, capability.Chromium)
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := shots.New(shots.Config{Dir: filepath.Join(t.TempDir(), "shots"), Sandbox: sb, PageBudget: time.Minute, Budget: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := checkFixture{setupConfig(t, templateFiles(t, "hugo"), nil, func(c *pipelineConfig) { c.Shots = sh }), sh}
+	first := task("t1", "replace Special: Rye with Special: Sourdough in content/_index.md")
+	out, err := f.run(first)
+	if err != nil {
+		t.Fatalf("job: %v (%+v)", err, out)
+	}
+	t.Logf("stages (ms) %v", out.Report.StagesMs)
+	if home := f.pagesOf(first.Job.ID)["/"]; !comparedWithABefore(home) {
+		t.Errorf("the home page was not compared with the default branch's build: %+v", home)
+	}
+	if files := git(t, f.origin, "diff", "--name-only", "main", "thread-t1"); files != "content/_index.md" {
+		t.Errorf("the thread's commit changes %q, want content/_index.md only", files)
+	}
+}
