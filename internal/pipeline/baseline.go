@@ -30,8 +30,9 @@ func (r *run) keepBaseline(ctx context.Context) error {
 		b, err = r.captureBaseline(ctx, keep, &built)
 		return err
 	})
-	if built { // the build's by-products are not the agent's work
-		if err := r.stage("git", func() error { return r.ws.Checkout(ctx, r.thread.Branch, r.proj.DefaultBranch) }); err != nil {
+	if built { // the build's by-products are not the agent's work, nor partial work to keep
+		clean := context.WithoutCancel(ctx) // also when the job was interrupted meanwhile
+		if err := r.stage("git", func() error { return r.ws.Checkout(clean, r.thread.Branch, r.proj.DefaultBranch) }); err != nil {
 			return err
 		}
 	}
