@@ -61,8 +61,9 @@ func (m *mailSetup) sendAndWait(t *testing.T, id, first, instruction string, n i
 	return env
 }
 
-// TestReplyShowsTheGreenHeader: the project's first edit is pictured without a before (so
-// not called a new page); in the thread, an emailed instruction that makes the header green
+// TestReplyShowsTheGreenHeader: the project's first edit is pictured against the default
+// branch's build (a never-published project's before, so not called a new page); in the
+// thread, an emailed instruction that makes the header green
 // (a style-sheet-only change) gets a reply with the index pictured inline at phone width; the
 // picture decodes at its size, the header is green, and between the job's before and after
 // pictures only the header changed. The next instruction, whose page loops

@@ -1,14 +1,17 @@
 package pipeline_test
 
 import (
+	"context"
 	"image"
 	"image/color"
+	"io"
 	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +43,12 @@ type checkFixture struct {
 // project with the check turn on (and mods).
 func setupCheck(t *testing.T, mods ...func(*project.Project)) checkFixture {
 	t.Helper()
+	return setupCheckConfig(t, nil, mods...)
+}
+
+// setupCheckConfig is setupCheck with cfgMod applied to the pipeline's config too.
+func setupCheckConfig(t *testing.T, cfgMod func(*pipelineConfig), mods ...func(*project.Project)) checkFixture {
+	t.Helper()
 	capability.Need(t, capability.Chromium)
 	sb, err := sandbox.New(sandbox.Config{})
 	if err != nil {
@@ -58,7 +67,12 @@ func setupCheck(t *testing.T, mods ...func(*project.Project)) checkFixture {
 			m(p)
 		}
 	},
-		func(c *pipelineConfig) { c.Shots = sh })
+		func(c *pipelineConfig) {
+			c.Shots = sh
+			if cfgMod != nil {
+				cfgMod(c)
+			}
+		})
 	return checkFixture{f, sh}
 }
 
@@ -74,12 +88,16 @@ func (f *fixture) checkRun(instruction string) (string, worker.Outcome) {
 	return tk.Job.ID, out
 }
 
-// versions counts the thread's preview versions (one per deploy).
+// versions counts the thread's preview versions of its own work (one per deploy): its
+// baseline, the site as the thread started, is not one.
 func (f *fixture) versions(thread string) int {
 	f.t.Helper()
 	m, err := filepath.Glob(filepath.Join(f.dir, "previews", "site", "threads", thread, "versions", "*.json"))
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	if th, err := f.threads.Get(context.Background(), thread); err == nil && th.Baseline != nil {
+		return len(m) - 1
 	}
 	return len(m)
 }
@@ -96,8 +114,9 @@ func TestCheckTurnFixesAMiss(t *testing.T) {
 	f := setupCheck(t)
 	job, out := f.checkRun(blueHeader + "\non-images " + greenHeader)
 	c := out.Report.Check
-	// The project's first deploy has no before: both pages are new, at two widths.
-	if c == nil || !c.Changed || c.Pictures != 4 || !strings.Contains(c.Summary, "looked at 4 pictures (png 1280x800, png 390x") {
+	// The project was never published: the before is the default branch's build, so only the
+	// index changed, pictured at two widths.
+	if c == nil || !c.Changed || c.Pictures != 2 || !strings.Contains(c.Summary, "looked at 2 pictures (png 1280x800, png 390x") {
 		t.Fatalf("check report: %+v", c)
 	}
 	if _, ok := out.Report.StagesMs["check"]; !ok {
@@ -154,7 +173,7 @@ func TestCheckTurnFindsItFine(t *testing.T) {
 	f := setupCheck(t)
 	job, out := f.checkRun(blueHeader + "\non-images say It looks right.")
 	c := out.Report.Check
-	if c == nil || c.Changed || c.Note != "" || c.Pictures != 4 || !strings.Contains(c.Summary, `said "It looks right."`) {
+	if c == nil || c.Changed || c.Note != "" || c.Pictures != 2 || !strings.Contains(c.Summary, `said "It looks right."`) {
 		t.Fatalf("check report: %+v", c)
 	}
 	if strings.Contains(out.Summary, "I looked at the result") {
@@ -231,8 +250,10 @@ func TestCheckTurnOffByDefault(t *testing.T) {
 }
 
 // TestPicturesCompareWithTheThreadsOwnPreview: a new thread's pictures are not compared with
-// another thread's preview (changes this owner never asked for), so nothing is outlined or
-// called new; a follow-up compares with the thread's own previous preview.
+// another thread's preview (changes this owner never asked for) but with the site as the
+// thread started (here the default branch's build: never published), so the other thread's
+// change to the index is not pictured; a follow-up compares with the thread's own previous
+// preview.
 func TestPicturesCompareWithTheThreadsOwnPreview(t *testing.T) {
 	t.Parallel()
 	f := setupCheck(t, func(p *project.Project) { p.CheckTurn = false })
@@ -243,25 +264,18 @@ func TestPicturesCompareWithTheThreadsOwnPreview(t *testing.T) {
 	if _, err := f.run(first); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := f.sh.Store().Report(first.Job.ID)
-	if err != nil || len(rep.Pages) == 0 {
-		t.Fatalf("pictures of the new thread's job: %+v %v", rep, err)
+	got := f.pagesOf(first.Job.ID)
+	if _, ok := got["/"]; ok || len(got) != 1 {
+		t.Fatalf("pages pictured: %v, want /about.html only (the index changed in another thread)", slices.Collect(maps.Keys(got)))
 	}
-	for _, pg := range rep.Pages {
-		if pg.New {
-			t.Errorf("%s is called new, though the owner's site had it", pg.Path)
-		}
-		for _, s := range pg.Shots {
-			if s.Before != "" || len(s.Boxes) > 0 {
-				t.Errorf("%s at %s was compared with another thread's preview: before %q, boxes %v", pg.Path, s.Width, s.Before, s.Boxes)
-			}
-		}
+	if about := got["/about.html"]; !comparedWithABefore(about) {
+		t.Errorf("the edited page was not compared with the site as the thread started: %+v", about)
 	}
 	follow := task("t2", "replace the bakery with our bakery in about.html")
 	if _, err := f.run(follow); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = f.sh.Store().Report(follow.Job.ID)
+	rep, err := f.sh.Store().Report(follow.Job.ID)
 	if err != nil || len(rep.Pages) == 0 || len(rep.Pages[0].Shots) == 0 || rep.Pages[0].Shots[0].Before == "" {
 		t.Fatalf("the follow-up's pictures have no before from the thread's own preview: %+v %v", rep, err)
 	}
@@ -300,5 +314,162 @@ func TestPicturesOfANewThreadCompareWithTheLiveSite(t *testing.T) {
 	}
 	if !contact.New {
 		t.Errorf("a page the live site lacks is not called new: %+v", contact)
+	}
+}
+
+// pagesOf returns the pictured pages of a job by path.
+func (f checkFixture) pagesOf(job string) map[string]shots.Page {
+	f.t.Helper()
+	rep, err := f.sh.Store().Report(job)
+	if err != nil {
+		f.t.Fatalf("pictures of job %s: %v", job, err)
+	}
+	got := map[string]shots.Page{}
+	for _, pg := range rep.Pages {
+		got[pg.Path] = pg
+	}
+	return got
+}
+
+// comparedWithABefore reports whether a page's first picture has a before and outlines.
+func comparedWithABefore(pg shots.Page) bool {
+	return !pg.New && len(pg.Shots) > 0 && pg.Shots[0].Before != "" && len(pg.Shots[0].Boxes) > 0
+}
+
+// TestPicturesOfANeverPublishedProjectHaveABefore: a project never published still has a
+// "before", the default branch's build at the commit the thread started from: the edited page
+// is compared with it and outlined, a page it lacks is new, and a page the thread left alone
+// is not pictured.
+func TestPicturesOfANeverPublishedProjectHaveABefore(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t, func(p *project.Project) { p.CheckTurn = false })
+	first := task("t1", "replace About us with About the bakery in about.html\nwrite contact.html: <p>Call us</p>")
+	if _, err := f.run(first); err != nil {
+		t.Fatal(err)
+	}
+	got := f.pagesOf(first.Job.ID)
+	about, contact := got["/about.html"], got["/contact.html"]
+	if _, ok := got["/"]; ok || len(got) != 2 {
+		t.Fatalf("pages pictured: %v, want /about.html and /contact.html (the index is as on main)", slices.Collect(maps.Keys(got)))
+	}
+	if !comparedWithABefore(about) {
+		t.Errorf("the edited page was not compared with the default branch's build: %+v", about)
+	}
+	if !contact.New {
+		t.Errorf("a page the default branch lacks is not called new: %+v", contact)
+	}
+}
+
+// TestAPublishInBetweenLeavesTheBeforeAlone: a thread's "before" is what the owner had when
+// the thread started. Thread B (another user) publishes while thread A's agent works; A's
+// pictures still compare with the site as it was at A's start, so B's change to the index
+// does not show up as A's.
+func TestAPublishInBetweenLeavesTheBeforeAlone(t *testing.T) {
+	t.Parallel()
+	a := task("ta", "say now-publish-b\nreplace About us with About the bakery in about.html")
+	var publishB func()
+	var once sync.Once
+	hook := func(c *pipelineConfig) {
+		c.Live = func(job string) io.Writer {
+			if job != a.Job.ID {
+				return io.Discard
+			}
+			return writerFunc(func(p []byte) (int, error) {
+				if strings.Contains(string(p), "now-publish-b") {
+					once.Do(publishB)
+				}
+				return len(p), nil
+			})
+		}
+	}
+	f := setupCheckConfig(t, hook, func(p *project.Project) { p.CheckTurn = false })
+	if _, err := f.run(taskAs("bob", "tb", "replace Hello with Hi from B in index.html")); err != nil {
+		t.Fatal(err)
+	}
+	var published worker.Outcome
+	publishB = func() {
+		pub := action("tb", jobspec.ActionPublish, "publish")
+		pub.Job.Tenant = taskAs("bob", "tb", "").Job.Tenant
+		var err error
+		if published, err = f.run(pub); err != nil {
+			t.Errorf("B's publish: %v", err)
+		}
+	}
+	if _, err := f.run(a); err != nil {
+		t.Fatal(err)
+	}
+	if published.Report.LiveURL == "" {
+		t.Fatalf("B did not publish while A's agent ran: %+v", published.Report)
+	}
+	got := f.pagesOf(a.Job.ID)
+	if _, ok := got["/"]; ok || len(got) != 1 {
+		t.Fatalf("pages pictured: %v, want /about.html only (B's index published meanwhile is not A's change)", slices.Collect(maps.Keys(got)))
+	}
+	if about := got["/about.html"]; !comparedWithABefore(about) {
+		t.Errorf("the edited page was not compared with the site at A's start: %+v", about)
+	}
+}
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+// TestTheBeforeBuildLeavesNoTrace: the build of the default branch kept as a new thread's
+// before runs in the working tree before the agent; what it leaves there (a file the build
+// writes beside the site) is not the agent's work: a job whose agent changes nothing commits
+// nothing, and one that changes a page commits that page only.
+func TestTheBeforeBuildLeavesNoTrace(t *testing.T) {
+	t.Parallel()
+	f := setupCheck(t, func(p *project.Project) {
+		p.CheckTurn = false
+		p.BuildCommand, p.OutputDir = "date > build-stamp.txt && mkdir -p dist && cp *.html dist/", "dist"
+	})
+	out, err := f.run(task("t1", "say nothing to change"))
+	if err != nil || !out.Report.NoChanges || out.Report.Commit != "" {
+		t.Fatalf("a job that changed nothing: err %v, report %+v", err, out.Report)
+	}
+	if th, err := f.threads.Get(context.Background(), "t1"); err != nil || th.Baseline == nil || th.Baseline.From != project.BaselineBuild {
+		t.Fatalf("the thread's baseline: %+v %v", th.Baseline, err)
+	}
+	follow := task("t1", "replace About us with About the bakery in about.html")
+	if _, err := f.run(follow); err != nil {
+		t.Fatal(err)
+	}
+	if files := git(t, f.origin, "diff", "--name-only", "main", "thread-t1"); files != "about.html" {
+		t.Errorf("the thread's commit changes %q, want about.html only", files)
+	}
+	if about := f.pagesOf(follow.Job.ID)["/about.html"]; !comparedWithABefore(about) {
+		t.Errorf("the edited page was not compared with the baseline kept by the first job: %+v", about)
+	}
+}
+
+// TestHugoSiteNeverPublishedHasABefore: a real generator's site (the hugo template), never
+// published: the first reply's picture of the home page compares with the default branch's
+// build, and the commit holds the owner's page only.
+func TestHugoSiteNeverPublishedHasABefore(t *testing.T) {
+	t.Parallel()
+	capability.Need(t, capability.Hugo)
+	capability.Need(t, capability.Chromium)
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := shots.New(shots.Config{Dir: filepath.Join(t.TempDir(), "shots"), Sandbox: sb, PageBudget: time.Minute, Budget: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := checkFixture{setupConfig(t, templateFiles(t, "hugo"), nil, func(c *pipelineConfig) { c.Shots = sh }), sh}
+	first := task("t1", "replace Special: Rye with Special: Sourdough in content/_index.md")
+	out, err := f.run(first)
+	if err != nil {
+		t.Fatalf("job: %v (%+v)", err, out)
+	}
+	t.Logf("stages (ms) %v", out.Report.StagesMs)
+	if home := f.pagesOf(first.Job.ID)["/"]; !comparedWithABefore(home) {
+		t.Errorf("the home page was not compared with the default branch's build: %+v", home)
+	}
+	if files := git(t, f.origin, "diff", "--name-only", "main", "thread-t1"); files != "content/_index.md" {
+		t.Errorf("the thread's commit changes %q, want content/_index.md only", files)
 	}
 }

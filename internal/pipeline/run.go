@@ -70,6 +70,9 @@ func (r *run) execute(ctx context.Context) (worker.Outcome, error) {
 	if sha, _ := r.ws.FindTrailer(ctx, "HEAD", "Command-Id", r.task.Job.ID); sha != "" {
 		return r.resend(ctx, sha)
 	}
+	if err := r.keepBaseline(ctx); err != nil {
+		return r.stopped(ctx, err)
+	}
 	if err := r.saveAttachments(); err != nil {
 		return r.outcome(""), fmt.Errorf("%w: %w", worker.ErrPermanent, err)
 	}

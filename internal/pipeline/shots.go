@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/webordinary/webordinary/internal/preview"
@@ -33,28 +32,21 @@ func (r *run) takeShots(ctx context.Context, sha string) shots.Report {
 	return rep
 }
 
-// before is the version the owner had before the job: the thread's own previous preview for a
-// follow-up, else the project's live site. Never another thread's preview (the project's
-// latest): it holds changes this owner never asked for. Nil when neither is there (the site
-// was never published, or the version was pruned since): pictures then go without a before.
+// before is the version the owner had before the job: the thread's own previous preview,
+// which for the thread's first deploy is its baseline (see keepBaseline: the live site or the
+// default branch's build as the thread started). Never another thread's preview (the
+// project's latest): it holds changes this owner never asked for; nor the live site as it is
+// now: a publish since the thread started would show as this owner's change. Nil when there
+// is none (no baseline could be kept, or the version was pruned since): pictures then go
+// without a before.
 func (r *run) before(ctx context.Context, versions preview.Versions, site preview.Site) *preview.Version {
-	if prev := r.deploy.Previous; !prev.IsZero() && prev.Thread == r.thread.ID {
-		v, err := versions.Version(ctx, site, prev.Version)
-		if err != nil {
-			return nil
-		}
-		return v
-	}
-	prod, _ := r.p.production()
-	lv, ok := prod.(preview.LiveVersions)
-	if !ok {
+	prev := r.deploy.Previous
+	if prev.IsZero() || prev.Thread != r.thread.ID {
 		return nil
 	}
-	v, err := lv.LiveVersion(ctx, site.Project)
-	if err != nil && !errors.Is(err, preview.ErrNoVersion) {
-		r.log.WarnContext(ctx, "shots: cannot read the live site; pictures without a before", slog.Any("err", err))
-	}
+	v, err := versions.Version(ctx, site, prev.Version)
 	if err != nil {
+		r.log.InfoContext(ctx, "shots: cannot read the version before; pictures without a before", slog.Any("err", err))
 		return nil
 	}
 	return v

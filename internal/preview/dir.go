@@ -124,6 +124,31 @@ func (d *Dir) Deploy(ctx context.Context, site Site, dir string) (Deployment, er
 	return dep, nil
 }
 
+var _ Baselines = (*Dir)(nil)
+
+// DeployBaseline implements Baselines: Deploy without switching the project's latest.
+func (d *Dir) DeployBaseline(ctx context.Context, site Site, dir string) (Deployment, error) {
+	start := time.Now()
+	if err := site.Validate(); err != nil {
+		return Deployment{}, err
+	}
+	unlock, err := d.lock(ctx, "thread "+site.String())
+	if err != nil {
+		return Deployment{}, err
+	}
+	defer unlock()
+	dep, err := d.deploy(ctx, site, dir, false)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Deployment{}, ctxErr
+		}
+		return Deployment{}, fmt.Errorf("deploy the baseline of %s: %w", site, err)
+	}
+	dep.URLs, dep.Duration = dep.URLs[:min(1, len(dep.URLs))], time.Since(start)
+	d.logDeploy(ctx, site, dep)
+	return dep, nil
+}
+
 // deploy runs the steps of one deploy, switching the project's latest too when latest is
 // set; the caller holds the thread's lock.
 func (d *Dir) deploy(ctx context.Context, site Site, dir string, latest bool) (Deployment, error) {

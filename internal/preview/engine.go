@@ -204,6 +204,33 @@ func (e *Engine) deploy(ctx context.Context, site Site, dir string, latest bool)
 	return dep, nil
 }
 
+var _ Baselines = (*Engine)(nil)
+
+// DeployBaseline implements Baselines: Deploy without switching the project's latest.
+func (e *Engine) DeployBaseline(ctx context.Context, site Site, dir string) (Deployment, error) {
+	start := time.Now()
+	if err := site.Validate(); err != nil {
+		return Deployment{}, err
+	}
+	unlock, err := e.lock(ctx, threadKey(site))
+	if err != nil {
+		return Deployment{}, err
+	}
+	defer unlock()
+	dep, err := e.deploy(ctx, site, dir, false)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Deployment{}, ctxErr
+		}
+		return Deployment{}, fmt.Errorf("deploy the baseline of %s: %w", site, err)
+	}
+	urls := e.cfg.URLs(site)
+	dep.URLs, dep.Duration = urls[:min(1, len(urls))], time.Since(start)
+	e.cfg.Logger.InfoContext(ctx, "baseline deployed to the engine", siteAttrs(site), slog.String("version", dep.Version),
+		slog.Int("written", dep.Written), slog.Int("unchanged", dep.Unchanged), slog.Duration("duration", dep.Duration))
+	return dep, nil
+}
+
 var _ Production = (*Engine)(nil)
 
 // DeployProduction implements Production: the project's live site is kept like a thread's

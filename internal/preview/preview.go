@@ -80,6 +80,16 @@ type Production interface {
 	DeployProduction(ctx context.Context, project, dir string) (Deployment, error)
 }
 
+// Baselines keeps what a thread started from.
+type Baselines interface {
+	// DeployBaseline publishes dir as site.Thread's preview with the same guarantees as
+	// Target.Deploy, but leaves the project's latest alone: dir is what the owner had when the
+	// thread started (the live site, or the default branch's build), not a change of theirs.
+	// The thread's next Deploy then reports it as its Previous, so the thread's first change
+	// is compared with it. The Deployment's only URL is the thread's.
+	DeployBaseline(ctx context.Context, site Site, dir string) (Deployment, error)
+}
+
 // LiveURL returns the address of project's live site: http://<project>.<domain>:<port>/ (an
 // empty domain means "localhost", port 0 leaves the port out).
 func LiveURL(project string, port int, domain string) string {

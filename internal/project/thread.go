@@ -31,6 +31,10 @@ type Thread struct {
 	// that same tree deploys the preview instead of building it again. Nil until a job of
 	// the thread has deployed and pushed.
 	Built *Built `json:"built,omitempty"`
+	// Baseline is what the owner had when the thread started, kept as a version of the
+	// thread's preview for its pictures to compare with. Nil until a job of the thread that
+	// takes pictures has captured it.
+	Baseline *Baseline `json:"baseline,omitempty"`
 	// MessageIDs are the email Message-IDs seen on the thread (for In-Reply-To matching).
 	MessageIDs []string  `json:"messageIds,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
@@ -54,6 +58,20 @@ type Built struct {
 	Version string `json:"version"` // the preview version (preview.Deployment.Version)
 	Job     string `json:"job"`
 }
+
+// Baseline is the site as the owner had it when a thread started.
+type Baseline struct {
+	Version string `json:"version"` // the thread's preview version holding it (preview.Baselines)
+	From    string `json:"from"`    // BaselineLive or BaselineBuild
+	Commit  string `json:"commit"`  // the commit the thread started from
+	Job     string `json:"job"`     // the job that captured it
+}
+
+// Where a Baseline came from.
+const (
+	BaselineLive  = "live"  // the project's live site
+	BaselineBuild = "build" // the default branch's build at Baseline.Commit (never published)
+)
 
 // Publish is one publish of a thread's branch to production.
 type Publish struct {

@@ -46,8 +46,12 @@ func classifyLines(lines []string) []lineKind {
 			n = 1
 		}
 		if n > 0 {
+			k := kindMarker
+			if answeredInline(lines, i, n) {
+				k = kindText // inside the person's text: see answeredInline
+			}
 			for j := i; j < i+n; j++ {
-				kinds[j] = kindMarker
+				kinds[j] = k
 			}
 			i += n - 1
 			continue

@@ -36,7 +36,9 @@
 //     shortest one that ends on the same line wins.
 //   - A mail gateway's "CAUTION: … from an external sender" line on top of the body is dropped.
 //   - A run of "> " lines is quoted history too, whether the person wrote above it (top-posting)
-//     or below it (bottom-posting and inline answers, whose text is kept). The exception is a short
+//     or below it (bottom-posting and inline answers, whose text is kept). An attribution the
+//     person wrote above and then answered two or more quoted passages below is kept with the
+//     quotes (inline.go): it sits inside their text, and when unsure we keep. The exception is a short
 //     quote introduced by the person's own line ending in ":" ("change the tagline to:"), which is
 //     content.
 //   - After a "-- " signature separator everything is signature; trailing mobile footers ("Sent
@@ -46,7 +48,9 @@
 //
 // Forwarded mail ("---------- Forwarded message ---------", "Begin forwarded message:", and
 // localized markers) sets Result.Forwarded. The new text is what the forwarder wrote above the
-// marker. When nothing is written above it, the person is forwarding an instruction they received,
+// marker, unless that note only points at the forward ("FYI", "see below", "Zur Info"): then the
+// forward is what the person sends to be acted on, and Text is the note and the whole forward.
+// When nothing is written above it, the person is forwarding an instruction they received,
 // so Text is the forwarded message's own new text (its headers, quotes and signature removed). An
 // Outlook header block with nothing at all above it is treated the same way, because that is how
 // Outlook forwards look and an empty reply carries no instruction.

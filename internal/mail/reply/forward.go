@@ -3,10 +3,16 @@ package reply
 import "strings"
 
 // forwardResult builds the Result for a body with a forward marker at s.forward: the text above
-// the marker, or, when nothing was written above it, the forwarded message's own new text.
+// the marker, or, when nothing was written above it, the forwarded message's own new text. When
+// the note above only points at the forward ("FYI"), the forward is what the person sends to be
+// acted on: the note and the whole forward are the text.
 func forwardResult(s scanResult, lines []string, depth int) Result {
 	above := finish(s.kept, s.quoted)
 	above.Forwarded = true
+	if isPointerNote(above.Text) {
+		above.Text = joinParts(above.Text, joinText(lines[s.forward:]))
+		return above
+	}
 	if above.Text != "" || depth >= maxForwardDepth {
 		above.Quoted = joinParts(above.Quoted, joinText(lines[s.forward:]))
 		return above
@@ -76,4 +82,19 @@ func joinParts(parts ...string) string {
 		}
 	}
 	return strings.Join(keep, "\n\n")
+}
+
+// pointerPhrase is a note that says nothing of its own but points at what it forwards: "FYI",
+// "see below", "for your information" and their translations.
+const pointerPhrase = `(fyi|f\.y\.i\.?|fwd?|for your (information|info|reference)|for info|(please |pls )?see (below|attached|the (forwarded )?(message|mail|e-?mail|note) below|forwarded( message| mail| e-?mail)?)|forwarding( this)?|zur (info|kenntnis)|z\.? ?k\.?|siehe unten|pour (info|information|ton info|votre information)|voir ci-dessous|para (tu|su) (información|conocimiento)|(ver|veja) (más )?abaixo|ver (más )?abajo|ter (info|informatie)|zie hieronder|per (info|conoscenza)|vedi sotto|för kännedom|se nedan|til (info|orientering)|se nedenfor|tiedoksi|do wiadomości|para sua informação)`
+
+// pointerNote matches a note made of pointer phrases only.
+var pointerNote = lazy(`^` + pointerPhrase + `([\s,;:.!–—-]+` + pointerPhrase + `)*[\s,;:.!]*$`)
+
+// maxPointerNote bounds a pointer note, in bytes.
+const maxPointerNote = 80
+
+// isPointerNote reports whether the note above a forward only points at it.
+func isPointerNote(note string) bool {
+	return note != "" && len(note) <= maxPointerNote && pointerNote.MatchString(squash(note))
 }

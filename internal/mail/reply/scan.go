@@ -62,7 +62,7 @@ func (s *scanResult) attributed(lines []string, i int) (int, bool) {
 		return s.startHistory(lines, i, historyAttribution, -1), true
 	}
 	n, strong := attribution(lines, i)
-	if n == 0 {
+	if n == 0 || answeredInline(lines, i, n) {
 		return 0, false
 	}
 	if j := nextNonBlank(lines, i+n); j < len(lines) && isQuoted(lines[j]) {

@@ -26,6 +26,38 @@ var contracts = []contract{
 	{"CancelledContext", testCancelled},
 	{"ConcurrentDeploysOfOneSite", testConcurrent},
 	{"LiveVersionIsThePublishedSite", testLiveVersion},
+	{"BaselineLeavesTheLatestAlone", testBaseline},
+}
+
+// testBaseline: a thread's baseline (what its owner had when it started) is served at the
+// thread's URL without switching the project's latest, and the thread's next deploy reports it
+// as its Previous.
+func testBaseline(t *testing.T, in Instance) {
+	bl, ok := in.Target.(preview.Baselines)
+	if !ok {
+		t.Skip("the target keeps no baselines")
+	}
+	ctx := context.Background()
+	other, site := preview.Site{Project: "acme", Thread: "t1"}, preview.Site{Project: "acme", Thread: "t2"}
+	src, base, change := t.TempDir(), t.TempDir(), t.TempDir()
+	writeTree(t, src, map[string]string{"index.html": "other thread"})
+	deploy(t, in, other, src)
+	writeTree(t, base, map[string]string{"index.html": "as it was"})
+	dep, err := bl.DeployBaseline(ctx, site, base)
+	if err != nil {
+		t.Fatalf("DeployBaseline: %v", err)
+	}
+	if len(dep.URLs) != 1 || dep.Version == "" {
+		t.Errorf("DeployBaseline = %+v, want the thread's URL only and a version", dep)
+	}
+	expect(t, in, site, false, "/", 200, "as it was")
+	expect(t, in, site, true, "/", 200, "other thread") // the latest is left alone
+	writeTree(t, change, map[string]string{"index.html": "changed"})
+	next := deploy(t, in, site, change)
+	if want := (preview.Ref{Thread: site.Thread, Version: dep.Version}); next.Previous != want {
+		t.Errorf("the deploy after the baseline has Previous %+v, want %+v", next.Previous, want)
+	}
+	expect(t, in, site, true, "/", 200, "changed")
 }
 
 // testLiveVersion: a target that reads its live site back returns what the last publish

@@ -125,6 +125,24 @@ func (s *Store) Deploy(ctx context.Context, site preview.Site, dir string) (prev
 	return dep, nil
 }
 
+var _ preview.Baselines = (*Store)(nil)
+
+// DeployBaseline implements preview.Baselines: Deploy without switching the project's latest.
+func (s *Store) DeployBaseline(ctx context.Context, site preview.Site, dir string) (preview.Deployment, error) {
+	if err := site.Validate(); err != nil {
+		return preview.Deployment{}, err
+	}
+	l := s.threadLine(site)
+	l.pointers = l.pointers[:1]
+	dep, err := s.deploy(ctx, l, dir)
+	if err != nil {
+		return dep, err
+	}
+	urls := s.cfg.URLs(site)
+	dep.URLs = urls[:min(1, len(urls))]
+	return dep, nil
+}
+
 // hostPattern is a lowercase DNS name with at least two labels.
 var hostPattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
