@@ -28,6 +28,9 @@ type Spec struct {
 	// Guessed says Instruction is the email's best candidate text: nothing in it was clearly new
 	// (reply.Result.Guessed). The reply tells the sender so.
 	Guessed bool `json:"guessed,omitempty"`
+	// Forward is the message the sender forwarded with Instruction, which is about it ("put
+	// this event on the news page"): material for the agent, not instructions.
+	Forward string `json:"forward,omitempty"`
 }
 
 // Job actions.

@@ -430,3 +430,25 @@ func TestInterruptAfterTheAgentKeepsTheWork(t *testing.T) {
 		t.Fatalf("the finished work was not kept: %q", body)
 	}
 }
+
+// TestTheAgentReadsTheForwardedMessage: an instruction about a forwarded message ("put this
+// event on the news page") reaches the agent with that message, marked as material.
+func TestTheAgentReadsTheForwardedMessage(t *testing.T) {
+	t.Parallel()
+	f := setupConfig(t, site, func(p *project.Project) {
+		p.Agent = project.AgentSpec{Kind: "command", Command: `printf '%s\n' "$WO_INSTRUCTION" > news.html`}
+	}, nil)
+	tk := task("t1", "Please put this event on the news page.")
+	ask(&tk, func(s *jobspec.Spec) {
+		s.Forward = "---------- Forwarded message ---------\nSubject: Spring fair\n\nThe spring fair is on 21 March."
+	})
+	if out, err := f.run(tk); err != nil {
+		t.Fatalf("%v\n%s", err, out.OutputTail)
+	}
+	got := git(t, f.origin, "show", "thread-t1:news.html")
+	for _, want := range []string{"Please put this event on the news page.", "The spring fair is on 21 March.", "<forwarded-message>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the agent's prompt lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -35,6 +35,9 @@ var ErrInvalid = errors.New("invalid request")
 // MaxInstruction bounds an instruction's size.
 const MaxInstruction = 64 << 10
 
+// MaxForward bounds the forwarded message a job carries; the rest is cut (said at the cut).
+const MaxForward = 32 << 10
+
 // DefaultReconcileEvery is Config.ReconcileEvery's default.
 const DefaultReconcileEvery = 3 * time.Second
 
@@ -124,6 +127,9 @@ type Request struct {
 	Action string `json:"action,omitempty"`
 	// Guessed marks an instruction that mail extraction guessed (jobspec.Spec.Guessed).
 	Guessed bool `json:"guessed,omitempty"`
+	// Forward is a forwarded message the instruction is about (jobspec.Spec.Forward); one
+	// longer than MaxForward is cut there.
+	Forward string `json:"forward,omitempty"`
 }
 
 var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}$`)
@@ -155,8 +161,20 @@ func (req Request) job() (broker.Job, error) {
 	}
 	spec := jobspec.Spec{Instruction: req.Instruction, RepoURL: req.RepoURL, From: req.From, Subject: req.Subject,
 		Attachments: req.Attachments, MessageID: req.MessageID, References: req.References, Action: req.Action,
-		Guessed: req.Guessed}
+		Guessed: req.Guessed, Forward: cutForward(req.Forward)}
 	return spec.On(broker.Job{ID: id, Tenant: t, Thread: req.Thread, AcceptedAt: time.Now()}), nil
+}
+
+// cutForward bounds a forwarded message to MaxForward bytes, cut at a line end, saying so.
+func cutForward(s string) string {
+	if len(s) <= MaxForward {
+		return s
+	}
+	s = strings.ToValidUTF8(s[:MaxForward], "")
+	if i := strings.LastIndexByte(s, '\n'); i > 0 {
+		s = s[:i]
+	}
+	return s + "\n[… the rest of the forwarded message was cut]"
 }
 
 // NewThreadID returns a new thread id ("t" + 12 hex digits).

@@ -147,13 +147,15 @@ func (in *Inbound) Address() string { return in.cfg.Local + "@" + in.cfg.Domains
 
 // Report is everything the router decided about one message, as `mail inspect` prints it.
 type Report struct {
-	From        string        `json:"from"`
-	To          []string      `json:"to"`
-	Subject     string        `json:"subject"`
-	MessageID   string        `json:"messageId"`
-	Thread      Resolution    `json:"thread"`
-	Instruction string        `json:"instruction"`
-	Forwarded   bool          `json:"forwarded,omitempty"`
+	From        string     `json:"from"`
+	To          []string   `json:"to"`
+	Subject     string     `json:"subject"`
+	MessageID   string     `json:"messageId"`
+	Thread      Resolution `json:"thread"`
+	Instruction string     `json:"instruction"`
+	Forwarded   bool       `json:"forwarded,omitempty"`
+	// Forward is the forwarded message the instruction is about (reply.Result.Forward).
+	Forward     string        `json:"forward,omitempty"`
 	Guessed     bool          `json:"guessed,omitempty"` // the instruction is extraction's best guess
 	Attachments []AttachInfo  `json:"attachments"`
 	Auth        *auth.Verdict `json:"auth,omitempty"`
@@ -287,7 +289,7 @@ func (in *Inbound) read(ctx context.Context, raw []byte) (*Report, error) {
 	}
 	ex := reply.Extract(m.Text)
 	r := &Report{From: m.From.Addr, Subject: m.Subject, MessageID: m.MessageID, Instruction: ex.Text,
-		Forwarded: ex.Forwarded, Guessed: ex.Guessed, Problems: m.Problems, msg: m, raw: raw}
+		Forwarded: ex.Forwarded, Forward: ex.Forward, Guessed: ex.Guessed, Problems: m.Problems, msg: m, raw: raw}
 	if ex.Cut {
 		r.Problems = append(r.Problems[:len(r.Problems):len(r.Problems)], fmt.Sprintf("warning: the text is longer than %d KiB; the instruction was read from its first %d KiB", reply.MaxBody>>10, reply.MaxBody>>10))
 	}
@@ -354,7 +356,7 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: broker.JobIDAt(env.ReceivedAt, key),
 		Project: r.Thread.Project, User: r.Thread.User, Thread: r.Thread.Thread, Instruction: r.Instruction,
 		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs,
-		Action: r.Publish, Guessed: r.Guessed})
+		Action: r.Publish, Guessed: r.Guessed, Forward: r.Forward})
 	if errors.Is(err, router.ErrInvalid) {
 		r.Decision = Decision{Action: "refuse", Reason: err.Error(), Reply: r.Auth != nil && r.Auth.Pass}
 		return in.refuse(ctx, r)

@@ -434,3 +434,25 @@ func TestHugeBodyIsReadFromItsHead(t *testing.T) {
 		t.Errorf("problems %q: want one saying the body was cut", rep.Problems)
 	}
 }
+
+// TestAForwardedMessageTravelsWithItsInstruction: the owner forwards the town hall's mail with
+// "Please put this event on the news page."; the job's instruction is the note, and the
+// forwarded message (the event's date and place) goes with it for the agent.
+func TestAForwardedMessageTravelsWithItsInstruction(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := "Please put this event on the news page.\n\n" +
+		"---------- Forwarded message ---------\nFrom: Town Hall <events@town.example>\nSubject: Spring fair\n\n" +
+		"The spring fair is on 21 March, 10:00 to 16:00, in the market square.\n"
+	rep := f.handle(f.mail("Alice <alice@example.com>", "edit@edit.example.net", "fw1@example.com", "", body, "example.com"), "alice@example.com")
+	if rep.Decision.Action != "run" || rep.Instruction != "Please put this event on the news page." {
+		t.Fatalf("decision %+v instruction %q", rep.Decision, rep.Instruction)
+	}
+	rec, err := f.b.Jobs.Get(context.Background(), rep.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fw := jobspec.Of(rec.Job).Forward; !strings.Contains(fw, "21 March, 10:00 to 16:00, in the market square") {
+		t.Fatalf("the job's forward %q, want the forwarded message", fw)
+	}
+}

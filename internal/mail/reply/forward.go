@@ -15,6 +15,9 @@ func forwardResult(s scanResult, lines []string, depth int) Result {
 	}
 	if above.Text != "" || depth >= maxForwardDepth {
 		above.Quoted = joinParts(above.Quoted, joinText(lines[s.forward:]))
+		if above.Text != "" {
+			above.Forward = joinText(lines[s.forward:])
+		}
 		return above
 	}
 	headers, rest := forwardedBody(lines[s.forward+1:])

@@ -14,6 +14,11 @@ type Result struct {
 	Guessed bool
 	// Cut is set when the body was longer than MaxBody: only its first MaxBody bytes were read.
 	Cut bool
+	// Forward is the forwarded message (its marker, headers and body) when the person wrote a
+	// note above it that is the Text ("put this event on the news page"): what the note is
+	// about, for the agent to read. Empty otherwise (also when the note only points at the
+	// forward: then the forward is part of Text).
+	Forward string
 }
 
 // MaxBody is how much of a body Extract reads, in bytes, cut at a line end: far more than any

@@ -97,3 +97,27 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// TestAForwardWithANoteKeepsTheForwardForTheAgent: "put this event on the news page" above a
+// forwarded message is the instruction, and the forwarded message is what it is about: the
+// text is the note, and Forward carries the forwarded message (headers and body) for the agent.
+func TestAForwardWithANoteKeepsTheForwardForTheAgent(t *testing.T) {
+	body := "Please put this event on the news page.\n\n" +
+		"---------- Forwarded message ---------\n" +
+		"From: Town Hall <events@town.example>\n" +
+		"Date: Mon, 2 Mar 2026 at 09:00\n" +
+		"Subject: Spring fair\n" +
+		"To: cafe@example.org\n\n" +
+		"The spring fair is on 21 March, 10:00 to 16:00, in the market square.\n"
+	r := reply.Extract(body)
+	if r.Text != "Please put this event on the news page." {
+		t.Errorf("text %q, want the note", r.Text)
+	}
+	if !strings.Contains(r.Forward, "21 March, 10:00 to 16:00") || !strings.Contains(r.Forward, "Subject: Spring fair") {
+		t.Errorf("forward %q, want the forwarded message with its headers", r.Forward)
+	}
+	plain := reply.Extract("Make the header green.\n\nOn Mon, 2 Mar 2026, Ann <ann@example.org> wrote:\n> Hello\n")
+	if plain.Forward != "" {
+		t.Errorf("a reply with quoted history has a forward: %q", plain.Forward)
+	}
+}
