@@ -15,8 +15,8 @@ import (
 // Graft makes the new directory name a copy of the platform's directory from (a tree the
 // platform owns and trusts, such as a prepared node_modules): directories are made anew,
 // symlinks made anew with the same targets, regular files hard-linked when link is set (so
-// they share from's inodes: the caller must have made them unwritable by the job) or else
-// copied (writable by their owner); nothing else is taken. It fails with an error matching fs.ErrExist when anything is
+// they share from's inodes: the caller must have made them unwritable by the job) or else,
+// or when from is on another file system, copied (writable by their owner); nothing else is taken. It fails with an error matching fs.ErrExist when anything is
 // at name already. Every entry is made beneath a directory descriptor the graft opened itself
 // (O_NOFOLLOW, one component at a time), so nothing the job left in the tree can lead the
 // platform's writes elsewhere. It returns the number of entries made.
@@ -125,10 +125,14 @@ func (g *graft) spawn(sub *os.File, src string) {
 // file links or copies the platform's regular file src to name beneath fd.
 func (g *graft) file(fd int, name, src string) error {
 	if g.link {
-		if err := unix.Linkat(unix.AT_FDCWD, src, fd, name, 0); err != nil {
+		err := unix.Linkat(unix.AT_FDCWD, src, fd, name, 0)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EXDEV) {
 			return &os.PathError{Op: "link", Path: name, Err: err}
 		}
-		return nil
+		// another file system: copy
 	}
 	in, err := os.Open(src)
 	if err != nil {
