@@ -14,12 +14,13 @@ import (
 
 // Graft makes the new directory name a copy of the platform's directory from (a tree the
 // platform owns and trusts, such as a prepared node_modules): directories are made anew,
-// symlinks made anew with the same targets, regular files hard-linked when link is set (so
-// they share from's inodes: the caller must have made them unwritable by the job) or else,
-// or when from is on another file system, copied (writable by their owner); nothing else is taken. It fails with an error matching fs.ErrExist when anything is
-// at name already. Every entry is made beneath a directory descriptor the graft opened itself
-// (O_NOFOLLOW, one component at a time), so nothing the job left in the tree can lead the
-// platform's writes elsewhere. It returns the number of entries made.
+// symlinks made anew with the same targets, and regular files hard-linked when link is set
+// (sharing from's inodes: the caller must have made them unwritable by the job), else copied
+// (writable by their owner), as they are when from is on another file system; nothing else
+// is taken. It fails with an error matching fs.ErrExist when anything is at name already.
+// Every entry is made beneath a directory descriptor the graft opened itself (O_NOFOLLOW, one
+// component at a time), so nothing the job left in the tree can lead the platform's writes
+// elsewhere. It returns the number of entries made.
 func (t *Tree) Graft(name, from string, link bool) (int, error) {
 	clean, err := t.check(name)
 	if err != nil {
