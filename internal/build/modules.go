@@ -187,7 +187,7 @@ func (p *Packages) modules(ctx context.Context, dir, lock string, cfg Config, lo
 	}
 	start, entry := time.Now(), filepath.Join(p.modulesDir(), p.modulesKey(ctx, in, cfg))
 	outcome := "hit"
-	if _, err := os.Stat(entry); err == nil {
+	if fi, err := os.Lstat(entry); err == nil && fi.IsDir() {
 		now := time.Now()
 		_ = os.Chtimes(entry, now, now) // recently used
 	} else {
@@ -237,6 +237,9 @@ func (p *Packages) prepare(ctx context.Context, dir, lock string, in installInpu
 		return fmt.Errorf("%s: %w", ci, err)
 	}
 	modules := filepath.Join(work, "node_modules")
+	if fi, err := os.Lstat(modules); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s made no node_modules directory", ci) // a link would lead the copy out
+	}
 	if err := sealModules(modules); err != nil {
 		return err
 	}

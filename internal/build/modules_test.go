@@ -121,3 +121,77 @@ func TestModulesKeyNamesEveryInput(t *testing.T) {
 		}
 	}
 }
+
+// fakeNPM puts an npm that runs script (sh) first on a PATH and returns the environment.
+func fakeNPM(t *testing.T, script string) []string {
+	t.Helper()
+	bin := t.TempDir()
+	write(t, filepath.Join(bin, "npm"), "#!/bin/sh\n[ \"$1\" = --version ] && { echo 0.0.0-fake; exit 0; }\n"+script)
+	if err := os.Chmod(filepath.Join(bin, "npm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+}
+
+// shopFiles is a site whose install the store can prepare.
+func shopFiles(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "package.json"), `{"name":"s","version":"1.0.0","dependencies":{"is-number":"7.0.0"}}`)
+	write(t, filepath.Join(dir, "package-lock.json"), `{"lockfileVersion":3,"packages":{"":{"name":"s"},"node_modules/is-number":{"version":"7.0.0"}}}`)
+	return dir
+}
+
+// TestPreparedInstallCannotLeadTheCopyOut: the install the platform prepares is the attacker:
+// it makes node_modules a link to a directory of the platform's. Nothing of that directory
+// reaches the store or the site, which installs on its own instead.
+func TestPreparedInstallCannotLeadTheCopyOut(t *testing.T) {
+	t.Parallel()
+	secret := t.TempDir()
+	write(t, filepath.Join(secret, "key"), "31337")
+	env := fakeNPM(t, "ln -s "+secret+" node_modules\n")
+	p := &Packages{Dir: t.TempDir()}
+	dir := shopFiles(t)
+	log := newTail(4 << 10)
+	if p.modules(context.Background(), dir, "x", Config{Env: env}, log) {
+		t.Fatalf("the store took an install whose node_modules is a link:\n%s", log)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "node_modules")); err == nil {
+		t.Fatal("the site got a node_modules")
+	}
+	filepath.WalkDir(p.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "key" {
+			t.Errorf("the platform's file reached the store: %s", path)
+		}
+		return nil
+	})
+}
+
+// TestPreparedInstallIsShared: a second site with the same inputs gets the prepared tree
+// without running npm; another lockfile prepares its own.
+func TestPreparedInstallIsShared(t *testing.T) {
+	t.Parallel()
+	count := filepath.Join(t.TempDir(), "runs")
+	env := fakeNPM(t, "echo run >> "+count+"\nmkdir -p node_modules/is-number && echo 'module.exports=1' > node_modules/is-number/index.js\n")
+	p := &Packages{Dir: t.TempDir()}
+	for i := range 2 {
+		dir := shopFiles(t)
+		if !p.modules(context.Background(), dir, "x", Config{Env: env}, newTail(4<<10)) {
+			t.Fatalf("site %d was not installed from the store", i+1)
+		}
+		if data, err := os.ReadFile(filepath.Join(dir, "node_modules", "is-number", "index.js")); err != nil || string(data) != "module.exports=1\n" {
+			t.Fatalf("site %d: index.js %q %v", i+1, data, err)
+		}
+	}
+	if runs, _ := os.ReadFile(count); string(runs) != "run\n" {
+		t.Fatalf("npm ran %q for two sites with the same inputs", runs)
+	}
+	dir := shopFiles(t)
+	write(t, filepath.Join(dir, "package-lock.json"), `{"lockfileVersion":3,"packages":{"":{"name":"s"},"node_modules/is-number":{"version":"7.0.1"}}}`)
+	if !p.modules(context.Background(), dir, "x", Config{Env: env}, newTail(4<<10)) {
+		t.Fatal("the third site was not installed")
+	}
+	if runs, _ := os.ReadFile(count); string(runs) != "run\nrun\n" {
+		t.Fatalf("npm ran %q: another lockfile shared the first one's tree", runs)
+	}
+}

@@ -46,8 +46,8 @@ func (s *Sandbox) Own(dir string) error {
 // shared reports whether fi is a file root shares read-only with other trees (a hard link
 // into the platform's prepared node_modules, see build.Packages): a regular file root owns,
 // linked more than once, with no write permission. It stays root's, so that no job can
-// write through it to what other tenants get. (A job cannot make such a file: it may not
-// link a file it does not own and cannot write.)
+// write through it to what other tenants get. (Leaving a file to root only ever takes from
+// the job; and a job may not link a file it neither owns nor can write.)
 func shared(fi fs.FileInfo, st *syscall.Stat_t) bool {
 	return fi.Mode().IsRegular() && st.Uid == 0 && st.Nlink > 1 && fi.Mode().Perm()&0o222 == 0
 }
