@@ -135,9 +135,9 @@ func registryOnly(data []byte) bool {
 const installCommand = "npm ci --no-audit --no-fund"
 
 // modulesKey names the entry of inputs installed with cfg's environment.
-func (p *Packages) modulesKey(ctx context.Context, in installInputs, cfg Config) string {
+func (p *Packages) modulesKey(in installInputs, cfg Config) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "webordinary modules 1\x00%s\x00%s\x00%s\x00", p.toolchain(ctx, cfg.Env), runtime.GOARCH, installCommand)
+	fmt.Fprintf(h, "webordinary modules 1\x00%s\x00%s\x00%s\x00", p.toolchain(cfg.Env), runtime.GOARCH, installCommand)
 	for _, name := range in.names {
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(in.data[name]))
 		h.Write(in.data[name])
@@ -161,9 +161,12 @@ func tenantEnv(cfg Config) []string {
 	return out
 }
 
-// toolchain is the worker's `node --version` and `npm --version`, asked once.
-func (p *Packages) toolchain(ctx context.Context, env []string) string {
+// toolchain is the worker's `node --version` and `npm --version`, asked once (not under
+// one job's context: its end would stay in every later key).
+func (p *Packages) toolchain(env []string) string {
 	p.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		for _, tool := range []string{"node", "npm"} {
 			cmd := exec.CommandContext(ctx, tool, "--version")
 			cmd.Env = env
@@ -185,7 +188,7 @@ func (p *Packages) modules(ctx context.Context, dir, lock string, cfg Config, lo
 	if !ok {
 		return false
 	}
-	start, entry := time.Now(), filepath.Join(p.modulesDir(), p.modulesKey(ctx, in, cfg))
+	start, entry := time.Now(), filepath.Join(p.modulesDir(), p.modulesKey(in, cfg))
 	outcome := "hit"
 	if fi, err := os.Lstat(entry); err == nil && fi.IsDir() {
 		now := time.Now()

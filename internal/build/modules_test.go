@@ -95,16 +95,16 @@ func TestModulesKeyNamesEveryInput(t *testing.T) {
 		data: map[string][]byte{"package.json": []byte("{}"), "package-lock.json": []byte("{}")}}
 	cfg := Config{Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=/a", "HTTP_PROXY=http://127.0.0.1:1", "X=1"},
 		FillEnv: []string{"PATH=" + os.Getenv("PATH"), "HTTP_PROXY=http://127.0.0.1:1"}}
-	key := p.modulesKey(context.Background(), base, cfg)
+	key := p.modulesKey(base, cfg)
 	same := cfg
 	same.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/b", "HTTP_PROXY=http://127.0.0.1:2", "X=1"}
 	same.FillEnv = []string{"PATH=" + os.Getenv("PATH"), "HTTP_PROXY=http://127.0.0.1:2"}
-	if got := p.modulesKey(context.Background(), base, same); got != key {
+	if got := p.modulesKey(base, same); got != key {
 		t.Error("another home or egress port changed the key")
 	}
 	other := cfg
 	other.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/a", "HTTP_PROXY=http://127.0.0.1:1", "X=2"}
-	if p.modulesKey(context.Background(), base, other) == key {
+	if p.modulesKey(base, other) == key {
 		t.Error("a tenant's variable did not change the key")
 	}
 	for _, name := range []string{"package.json", "package-lock.json", ".npmrc"} {
@@ -116,7 +116,7 @@ func TestModulesKeyNamesEveryInput(t *testing.T) {
 			in.names = append(in.names, name)
 		}
 		in.data[name] = []byte(`{"x":1}`)
-		if p.modulesKey(context.Background(), in, cfg) == key {
+		if p.modulesKey(in, cfg) == key {
 			t.Errorf("%s did not change the key", name)
 		}
 	}
