@@ -226,7 +226,7 @@ func (p *Packages) prepare(ctx context.Context, dir, lock string, in installInpu
 	ci := installCommand
 	if p.seed(lock, home, Config{}, log) {
 		ci += " --prefer-offline" // the lockfile pins every package and its integrity
-	} else if lock != "none" {
+	} else {
 		done := make(chan struct{})
 		go func() { defer close(done); p.fill(ctx, dir, lock, cfg, log) }()
 		defer func() { <-done }()
@@ -239,15 +239,20 @@ func (p *Packages) prepare(ctx context.Context, dir, lock string, in installInpu
 	if err := shell(ctx, work, ci, log, env, jail); err != nil {
 		return fmt.Errorf("%s: %w", ci, err)
 	}
-	modules := filepath.Join(work, "node_modules")
+	return place(filepath.Join(work, "node_modules"), entry)
+}
+
+// place seals the prepared node_modules and renames it to entry; another install that
+// prepared the same key meanwhile is as good.
+func place(modules, entry string) error {
 	if fi, err := os.Lstat(modules); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%s made no node_modules directory", ci) // a link would lead the copy out
+		return errors.New("the install made no node_modules directory") // a link would lead the copy out
 	}
 	if err := sealModules(modules); err != nil {
 		return err
 	}
 	if err := os.Rename(modules, entry); err != nil && !errors.Is(err, fs.ErrExist) && !errors.Is(err, syscall.ENOTEMPTY) {
-		return err // ErrExist: another install prepared the same key meanwhile
+		return err
 	}
 	return nil
 }
