@@ -188,15 +188,21 @@ func (p *Packages) modules(ctx context.Context, dir, lock string, cfg Config, lo
 	if !ok {
 		return false
 	}
-	start, entry := time.Now(), filepath.Join(p.modulesDir(), p.modulesKey(in, cfg))
+	key := p.modulesKey(in, cfg)
+	start, entry := time.Now(), filepath.Join(p.modulesDir(), key)
 	outcome := "hit"
 	if fi, err := os.Lstat(entry); err == nil && fi.IsDir() {
 		now := time.Now()
 		_ = os.Chtimes(entry, now, now) // recently used
 	} else {
+		if p.failedLately(key) {
+			fmt.Fprintf(log, "\nwebordinary: preparing these node_modules failed within the last %v; installing in the site\n", retryFailed)
+			return false
+		}
 		if err := p.prepare(ctx, dir, lock, in, entry, cfg, log); err != nil {
 			fmt.Fprintf(log, "\nwebordinary: node_modules were not prepared (%v); installing in the site\n", err)
 			metrics.ModuleInstalls.WithLabelValues("build_failed").Inc()
+			p.noteFailed(ctx, key)
 			return false
 		}
 		outcome = "built"
@@ -212,6 +218,30 @@ func (p *Packages) modules(ctx context.Context, dir, lock string, cfg Config, lo
 	fmt.Fprintf(log, "\nwebordinary: node_modules (%d entries) from the platform's prepared store (%s) in %v\n",
 		n, outcome, time.Since(start).Round(time.Millisecond))
 	return true
+}
+
+// retryFailed is how long a key whose preparation failed is installed in the site instead
+// (an out-of-date lockfile fails every time; a network failure may not).
+const retryFailed = time.Hour
+
+// failedMark is the file noting when key's preparation last failed.
+func (p *Packages) failedMark(key string) string {
+	return filepath.Join(p.modulesDir(), ".failed-"+key)
+}
+
+// failedLately reports whether key's preparation failed within retryFailed.
+func (p *Packages) failedLately(key string) bool {
+	fi, err := os.Stat(p.failedMark(key))
+	return err == nil && time.Since(fi.ModTime()) < retryFailed
+}
+
+// noteFailed marks key's preparation as failed, unless the job ended it.
+func (p *Packages) noteFailed(ctx context.Context, key string) {
+	if ctx.Err() == nil {
+		_ = os.WriteFile(p.failedMark(key), nil, 0o644)
+		now := time.Now()
+		_ = os.Chtimes(p.failedMark(key), now, now)
+	}
 }
 
 // prepare installs inputs in a fresh scratch directory, in a jail of its own, and moves the
@@ -352,4 +382,10 @@ func (p *Packages) evictModules(keep string) {
 		max = 4 << 30
 	}
 	metrics.ModulesBytes.Set(float64(evictLRU(p.modulesDir(), keep, max)))
+	marks, _ := filepath.Glob(p.failedMark("*"))
+	for _, m := range marks {
+		if fi, err := os.Stat(m); err == nil && time.Since(fi.ModTime()) >= retryFailed {
+			_ = os.Remove(m)
+		}
+	}
 }

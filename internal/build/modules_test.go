@@ -195,3 +195,20 @@ func TestPreparedInstallIsShared(t *testing.T) {
 		t.Fatalf("npm ran %q: another lockfile shared the first one's tree", runs)
 	}
 }
+
+// TestFailedPreparationIsNotRepeated: inputs whose install fails (an out-of-date lockfile) are
+// installed in the site on the next job without preparing them again.
+func TestFailedPreparationIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	count := filepath.Join(t.TempDir(), "runs")
+	env := fakeNPM(t, "echo run >> "+count+"\nexit 1\n")
+	p := &Packages{Dir: t.TempDir()}
+	for i := range 2 {
+		if p.modules(context.Background(), shopFiles(t), "x", Config{Env: env}, newTail(4<<10)) {
+			t.Fatalf("site %d was installed from a failed preparation", i+1)
+		}
+	}
+	if runs, _ := os.ReadFile(count); string(runs) != "run\n" {
+		t.Fatalf("npm ran %q: the failed preparation was repeated", runs)
+	}
+}
