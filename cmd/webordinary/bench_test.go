@@ -58,7 +58,8 @@ func TestBenchThroughputWithDefaults(t *testing.T) {
 
 // TestBenchOwnerWithDefaults runs docs/SCALING.md's `webordinary bench --only owner` as a user
 // does (a fresh HOME): a real Astro site by mail, a row per email (the first job on a new
-// tenant, a follow-up on its thread, a publish, a second tenant's first job), each job done
+// tenant, a follow-up on its thread, a publish, a change, its publish, an undo, a new thread,
+// a second tenant's first job), each job done
 // and answered, with the stages' seconds. The numbers are the output; nothing here asserts a time.
 func TestBenchOwnerWithDefaults(t *testing.T) {
 	t.Parallel()
@@ -76,8 +77,9 @@ func TestBenchOwnerWithDefaults(t *testing.T) {
 	out := stdout.String()
 	t.Logf("bench --only owner:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], "owner: an Astro 5 site by mail") {
-		t.Fatalf("want a title, a header and four rows:\n%s", out)
+	rows := []string{"first job", "follow-up", "publish", "change", "publish 2", "undo", "new thread", "2nd tenant"}
+	if len(lines) != 2+len(rows) || !strings.HasPrefix(lines[0], "owner: an Astro 5 site by mail") {
+		t.Fatalf("want a title, a header and %d rows:\n%s", len(rows), out)
 	}
 	head := strings.Fields(lines[1])
 	for _, col := range []string{"email", "state", "accepted", "claimed", "git", "install", "build", "agent", "deploy", "pictures", "commit", "push", "other", "reply", "total"} {
@@ -85,7 +87,7 @@ func TestBenchOwnerWithDefaults(t *testing.T) {
 			t.Errorf("no %s column in %q", col, lines[1])
 		}
 	}
-	for i, name := range []string{"first job", "follow-up", "publish", "2nd tenant"} {
+	for i, name := range rows {
 		line := strings.TrimSpace(lines[2+i])
 		row := append([]string{name}, strings.Fields(strings.TrimPrefix(line, name))...) // the cells, head's order
 		if !strings.HasPrefix(line, name) || len(row) != len(head) || row[1] != "done" {

@@ -51,6 +51,10 @@ var ownerMails = []ownerMail{
 	{name: "first job", body: "Replace Rye with Wheat in " + demo.AstroPage + ".", from: demoSender},
 	{name: "follow-up", body: "Replace Wheat with Spelt in " + demo.AstroPage + "."},
 	{name: "publish", body: "publish"},
+	{name: "change", body: "Replace Spelt with Rye in " + demo.AstroPage + "."},
+	{name: "publish 2", body: "publish"},
+	{name: "undo", body: "undo"},
+	{name: "new thread", body: "Replace Spelt with Barley in " + demo.AstroPage + ".", from: demoSender},
 	{name: "2nd tenant", body: "Replace Spelt with Oat in " + demo.AstroPage + ".", from: secondOwner},
 }
 
@@ -65,8 +69,10 @@ type ownerRow struct {
 
 // benchOwner runs a real Astro site through mail → reply on this machine: serve in process
 // on free ports in a fresh data directory, the demo agent, a first job on a new tenant, a
-// follow-up on its thread, a publish, and a second tenant's first job (its install from the
-// packages the first one shared), each by DKIM-signed mail over SMTP, and prints the time of
+// follow-up on its thread, a publish, another change and its publish, an undo of that (the
+// build of the tree it restores is kept), the owner's first job on a new thread, and a second
+// tenant's first job (its install from what the first one shared), each by DKIM-signed mail
+// over SMTP, and prints the time of
 // each stage; without Node.js it says so and skips. packages, when set, is the shared
 // package cache to use (kept across runs); else a fresh one, so the first install is cold.
 func benchOwner(ctx context.Context, out io.Writer, packages string) error {

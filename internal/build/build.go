@@ -103,6 +103,10 @@ type Config struct {
 	FillEnv  []string
 	FillJail func(dir string) (*sandbox.Jail, error)
 	Own      func(dir string) error
+	// Link says that the job's user cannot write, chmod or chown a file root owns read-only
+	// (the platform is root and jobs run as another user): the prepared node_modules are
+	// then hard-linked into the workspace instead of copied.
+	Link bool
 }
 
 // Result is one build.
@@ -186,6 +190,9 @@ func install(ctx context.Context, dir string, cfg Config, log *tail) (bool, erro
 	}
 	ci := "npm ci --no-audit --no-fund"
 	if p := cfg.Packages; p != nil && lock != "none" {
+		if p.modules(ctx, dir, lock, cfg, log) {
+			return true, writeStamp(stateDir, stamp, lock)
+		}
 		if p.seed(lock, envValue(cfg.Env, "HOME"), cfg, log) {
 			ci += " --prefer-offline" // the lockfile pins every package and its integrity
 		} else {

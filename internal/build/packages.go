@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +47,12 @@ type Packages struct {
 	Dir string
 	// MaxBytes bounds the entries' total size; the least recently used go first. Default 4 GiB.
 	MaxBytes int64
+	// ModulesMaxBytes bounds the prepared node_modules trees (see modules.go, in
+	// Dir/.modules) likewise. Default 4 GiB.
+	ModulesMaxBytes int64
+
+	once  sync.Once // asks the toolchain's versions
+	tools string
 }
 
 // fillCommand downloads the packages named in the file specs into the scratch cache.
@@ -273,7 +280,14 @@ func (p *Packages) evict(keep string) {
 	if max == 0 {
 		max = 4 << 30
 	}
-	dirs, _ := os.ReadDir(p.Dir)
+	metrics.PackageCacheBytes.Set(float64(evictLRU(p.Dir, keep, max)))
+}
+
+// evictLRU removes the least recently used (by modification time) directories of dir, never
+// keep nor one whose name starts with a dot, until the rest fit max bytes; it returns their
+// size.
+func evictLRU(dir, keep string, max int64) int64 {
+	dirs, _ := os.ReadDir(dir)
 	type use struct {
 		path string
 		size int64
@@ -285,7 +299,7 @@ func (p *Packages) evict(keep string) {
 		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 			continue
 		}
-		path := filepath.Join(p.Dir, d.Name())
+		path := filepath.Join(dir, d.Name())
 		fi, err := d.Info()
 		if err != nil {
 			continue
@@ -302,7 +316,7 @@ func (p *Packages) evict(keep string) {
 			total -= u.size
 		}
 	}
-	metrics.PackageCacheBytes.Set(float64(total))
+	return total
 }
 
 func dirSize(dir string) int64 {

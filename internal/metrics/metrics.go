@@ -59,6 +59,12 @@ var (
 	PackageInstalls = counterVec("webordinary_package_cache_installs_total", "Installs of a site with a lockfile, by what the shared package cache did (hit, filled, fill_failed).", "outcome")
 	// PackageCacheBytes is the shared package cache's size, measured after each fill.
 	PackageCacheBytes = gauge("webordinary_package_cache_bytes", "Size of the shared package cache, measured after each fill.")
+	// ModuleInstalls counts installs through the prepared node_modules store by outcome:
+	// hit (taken from it), built (prepared for this install), build_failed, graft_failed
+	// (the site's own install ran instead).
+	ModuleInstalls = counterVec("webordinary_modules_installs_total", "Installs through the prepared node_modules store, by outcome (hit, built, build_failed, graft_failed).", "outcome")
+	// ModulesBytes is the prepared node_modules store's size, measured after each build.
+	ModulesBytes = gauge("webordinary_modules_bytes", "Size of the prepared node_modules store, measured after each build.")
 	// AgentCost is the agents' reported spend.
 	AgentCost = counter("webordinary_agent_cost_usd_total", "Agent spend reported by the agents, in US dollars.")
 )

@@ -79,7 +79,7 @@ func (r *run) buildConfig() build.Config {
 	sb := r.p.cfg.Sandbox
 	return build.Config{StateDir: filepath.Join(r.state, "build"), Timeout: r.p.cfg.BuildTimeout, Env: env,
 		Jail: r.jail(false), BuildJail: r.jail(r.proj.BuildOffline),
-		Packages: r.p.cfg.Packages, FillEnv: r.fillEnv(), FillJail: r.fillJail, Own: sb.Own}
+		Packages: r.p.cfg.Packages, FillEnv: r.fillEnv(), FillJail: r.fillJail, Own: sb.Own, Link: sb.OtherUser()}
 }
 
 // fillEnv is the environment of a fill of the shared package cache: the platform's base

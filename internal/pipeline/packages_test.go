@@ -144,3 +144,64 @@ func TestNewTenantInstallsFromTheSharedPackages(t *testing.T) {
 		t.Fatalf("bob's install: is-number digest %q", got)
 	}
 }
+
+// TestATenantCannotPoisonAnothersModules: the job is the attacker, after an install that
+// shares the platform's prepared node_modules. Its build (a package's script run later could
+// do the same) tries to write, chmod and truncate every file of its node_modules and plants a
+// file in a package; its next job does it again. Another tenant with the same lockfile gets
+// the prepared tree (its files are links shared with the store) holding npm's package and
+// nothing the attacker wrote, and the store holds nothing the attacker wrote.
+func TestATenantCannotPoisonAnothersModules(t *testing.T) {
+	t.Parallel()
+	needNPM(t)
+	var shared string
+	f := setupConfig(t, shopSite, func(p *project.Project) {
+		p.Agent = project.AgentSpec{Kind: "command", Command: `sed -i "s|Hello|$WO_INSTRUCTION|" index.html`}
+	}, sharedPackages(t, &shared))
+	report := `mkdir -p dist && cp index.html dist/ && sha256sum node_modules/is-number/index.js | cut -c1-64 > dist/sum.txt
+ls -a node_modules/is-number > dist/files.txt
+stat -c %h node_modules/is-number/index.js > dist/links.txt
+`
+	attack := report + `for f in $(find node_modules -type f); do
+  chmod u+w "$f" 2>/dev/null; printf evil > "$f" 2>/dev/null; truncate -s 0 "$f" 2>/dev/null
+done
+echo evil > node_modules/is-number/planted 2>/dev/null
+echo evil > ` + shared + `/.modules/planted 2>/dev/null
+exit 0
+`
+	f.pushToMain("build.sh", attack)
+	for i, thread := range []string{"t1", "t3"} {
+		alice, err := f.runFor(taskAs("alice", thread, "Hi"), 5*time.Minute)
+		if err != nil {
+			t.Fatalf("alice's job %d: %v %+v", i+1, err, alice.Report)
+		}
+		if got := f.installed(alice); got != isNumberSum {
+			t.Fatalf("alice's job %d: is-number digest %q: her writes through the shared files went through", i+1, got)
+		}
+	}
+	bob, err := f.runFor(taskAs("bob", "t2", "Hey"), 5*time.Minute)
+	if err != nil {
+		t.Fatalf("bob's job: %v %+v", err, bob.Report)
+	}
+	if got := f.installed(bob); got != isNumberSum {
+		t.Fatalf("bob's install got a package alice's job wrote: is-number digest %q, want %s", got, isNumberSum)
+	}
+	if _, files := f.page(bob.Report.PreviewURLs[0], "/files.txt"); strings.Contains(files, "planted") {
+		t.Fatalf("bob's node_modules holds the file alice's job planted: %q", files)
+	}
+	if _, links := f.page(bob.Report.PreviewURLs[0], "/links.txt"); strings.TrimSpace(links) == "1" {
+		t.Fatalf("bob's is-number/index.js has %q links: his install did not share the prepared tree", links)
+	}
+	err = filepath.WalkDir(filepath.Join(shared, ".modules"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if data, _ := os.ReadFile(p); bytes.HasPrefix(data, []byte("evil")) || len(data) == 0 && d.Name() == "index.js" {
+			t.Errorf("the prepared store holds the attacker's %s (%q)", p, data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the prepared store was not made: %v", err)
+	}
+}

@@ -34,6 +34,11 @@ type live struct {
 	before string // the default branch's head before
 	after  string // and after the merge or revert
 	fresh  bool   // the default branch changed
+	// kept is the build to deploy when its tree is the one checked out (the thread's last
+	// preview for a publish, what was live before the publish for an undo); served is
+	// what was deployed when it was a kept build, and replaced what the live site served
+	// before.
+	kept, served, replaced *project.Live
 }
 
 // production returns the configured production target.
@@ -54,6 +59,9 @@ func (r *run) publishLive(ctx context.Context) (worker.Outcome, error) {
 	}
 	if err := r.stage("merge", func() error { return r.mergeThread(ctx, lv) }); err != nil {
 		return r.liveFailed(ctx, err)
+	}
+	if b := r.thread.Built; b != nil {
+		lv.kept = &project.Live{Thread: r.thread.ID, Built: *b}
 	}
 	out, err := r.goLive(ctx, lv)
 	if err != nil {
@@ -81,6 +89,7 @@ func (r *run) undoLive(ctx context.Context) (worker.Outcome, error) {
 	if err := r.stage("revert", func() error { return r.revertPublish(ctx, lv, r.thread.Publishes[n]) }); err != nil {
 		return r.liveFailed(ctx, err)
 	}
+	lv.kept = r.thread.Publishes[n].Replaced
 	out, err := r.goLive(ctx, lv)
 	if err != nil {
 		return out, err
@@ -225,7 +234,8 @@ func (r *run) revertPublish(ctx context.Context, lv *live, p project.Publish) er
 // was built from the same tree, else a fresh build) and pushes it, checking the lease before
 // each irreversible step.
 func (r *run) goLive(ctx context.Context, lv *live) (worker.Outcome, error) {
-	dir, cleanup, err := r.liveSite(ctx)
+	lv.replaced = r.p.cfg.Threads.Live(ctx, r.proj.ID)
+	dir, cleanup, err := r.liveSite(ctx, lv)
 	if err != nil {
 		return r.outcome(""), err
 	}
@@ -253,13 +263,17 @@ func (r *run) goLive(ctx context.Context, lv *live) (worker.Outcome, error) {
 		return out, err
 	}
 	out.Report.LiveURL = dep.URLs[0]
+	if err := r.p.cfg.Threads.SetLive(context.WithoutCancel(ctx), r.proj.ID, lv.served); err != nil {
+		r.log.WarnContext(ctx, "record what the live site serves", slog.Any("err", err))
+	}
 	return out, nil
 }
 
-// liveSite returns the directory to deploy as the live site: the thread's last preview when
-// the checked-out tree is the one it was built from, else the output of a fresh build.
-func (r *run) liveSite(ctx context.Context) (string, func(), error) {
-	if dir, cleanup, ok := r.reusePreview(ctx); ok {
+// liveSite returns the directory to deploy as the live site: the kept build when the
+// checked-out tree is the one it was built from, else the output of a fresh build.
+func (r *run) liveSite(ctx context.Context, lv *live) (string, func(), error) {
+	if dir, cleanup, ok := r.reusePreview(ctx, lv.kept); ok {
+		lv.served = lv.kept
 		return dir, cleanup, nil
 	}
 	plan := build.Detect(r.ws.Dir, r.proj.BuildCommand, r.proj.OutputDir)
@@ -281,12 +295,11 @@ func (r *run) liveSite(ctx context.Context) (string, func(), error) {
 	return r.siteDir(ctx)
 }
 
-// reusePreview writes the thread's last preview into a fresh directory when the checked-out
-// tree (the index, which the merge or revert left equal to HEAD) is the tree that preview was
-// built from. Anything that stops it (another tree, a pruned version, a store that cannot read
-// versions back) means a build instead, never a failed publish.
-func (r *run) reusePreview(ctx context.Context) (string, func(), bool) {
-	b := r.thread.Built
+// reusePreview writes the kept preview b into a fresh directory when the checked-out tree
+// (the index, which the merge or revert left equal to HEAD) is the tree it was built from.
+// Anything that stops it (no kept build, another tree, a pruned version, a store that cannot
+// read versions back) means a build instead, never a failed publish or undo.
+func (r *run) reusePreview(ctx context.Context, b *project.Live) (string, func(), bool) {
 	versions, ok := r.p.cfg.Preview.(preview.Versions)
 	if b == nil || !ok {
 		return "", nil, false
@@ -300,7 +313,7 @@ func (r *run) reusePreview(ctx context.Context) (string, func(), bool) {
 	}
 	cleanup := func() { _ = os.RemoveAll(dir) }
 	err = r.stage("promote", func() error {
-		v, err := versions.Version(ctx, preview.Site{Project: r.proj.ID, Thread: r.thread.ID}, b.Version)
+		v, err := versions.Version(ctx, preview.Site{Project: r.proj.ID, Thread: b.Thread}, b.Version)
 		if err != nil {
 			return err
 		}
@@ -327,7 +340,7 @@ func (r *run) recordPublish(ctx context.Context, lv *live, url string) {
 	if !lv.fresh {
 		return
 	}
-	p := project.Publish{Job: r.task.Job.ID, Before: lv.before, After: lv.after, URL: url, At: time.Now().UTC()}
+	p := project.Publish{Job: r.task.Job.ID, Before: lv.before, After: lv.after, URL: url, At: time.Now().UTC(), Replaced: lv.replaced}
 	r.saveThread(ctx, func(t *project.Thread) {
 		for _, x := range t.Publishes {
 			if x.Job == p.Job {

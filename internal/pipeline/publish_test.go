@@ -68,6 +68,40 @@ func TestPublishThenUndo(t *testing.T) {
 	}
 }
 
+// TestUndoReusesTheBuildItRestores: a publish records what the live site served before it;
+// undoing it restores that tree, so the kept preview is deployed again instead of a build.
+func TestUndoReusesTheBuildItRestores(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, func(p *project.Project) {
+		p.BuildCommand, p.OutputDir = "mkdir -p dist && cp *.html dist/", "dist"
+	})
+	for _, step := range []worker.Task{
+		task("t1", "replace Hello with Hi there in index.html"), action("t1", jobspec.ActionPublish, "publish"),
+		task("t2", "replace About us with About the bakery in about.html"), action("t2", jobspec.ActionPublish, "publish"),
+	} {
+		if out, err := f.run(step); err != nil {
+			t.Fatalf("%s: %v %+v", step.Job.ID, err, out)
+		}
+	}
+	undo, err := f.run(action("t2", jobspec.ActionUndo, "undo"))
+	if err != nil {
+		t.Fatalf("undo: %v %+v", err, undo)
+	}
+	stages := undo.Report.StagesMs
+	if _, built := stages["build"]; built {
+		t.Fatalf("undo built the tree that was live before the publish again: stages %v", stages)
+	}
+	if _, promoted := stages["promote"]; !promoted {
+		t.Fatalf("undo did not reuse the kept build: stages %v", stages)
+	}
+	if _, body := f.page(undo.Report.LiveURL, "/"); !strings.Contains(body, "Hi there") {
+		t.Fatalf("live site after undo: %q", body)
+	}
+	if _, body := f.page(undo.Report.LiveURL, "/about.html"); strings.Contains(body, "bakery") {
+		t.Fatalf("live site after undo still has the undone change: %q", body)
+	}
+}
+
 // resolver is a command agent that edits index.html, or, given a conflict, keeps both sides.
 const resolver = `if grep -q '^<<<<<<< ' index.html; then sed -i '/^<<<<<<< /d;/^=======$/d;/^>>>>>>> /d' index.html; ` +
 	`else sed -i "s|Hello|$WO_INSTRUCTION|" index.html; fi`

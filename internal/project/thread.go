@@ -83,6 +83,16 @@ type Publish struct {
 	At     time.Time `json:"at"`
 	// UndoneBy is the undo job that reverted it; empty while it is live.
 	UndoneBy string `json:"undoneBy,omitempty"`
+	// Replaced is the kept build the live site served before this publish, when it was a
+	// thread's preview: an undo that restores its tree deploys it instead of building.
+	Replaced *Live `json:"replaced,omitempty"`
+}
+
+// Live is a project's live site when it was deployed from a thread's preview: that preview
+// version and the tree it was built from.
+type Live struct {
+	Thread string `json:"thread"`
+	Built
 }
 
 // LastLive returns the index of the thread's last publish not undone, or -1.
@@ -147,6 +157,33 @@ func (s *Threads) get(ctx context.Context, id string) (Thread, uint64, error) {
 		return Thread{}, 0, fmt.Errorf("thread %s: %w", id, err)
 	}
 	return th, ver, nil
+}
+
+// liveKey is where the threads table keeps a project's live record: no thread id has a '_'.
+func liveKey(project string) string { return "_live." + project }
+
+// Live returns what project's live site was deployed from; nil when it was built afresh,
+// never published or the record is unreadable (a build is always a correct answer).
+func (s *Threads) Live(ctx context.Context, project string) *Live {
+	data, _, err := s.t.Get(ctx, liveKey(project))
+	if err != nil {
+		return nil
+	}
+	var l Live
+	if json.Unmarshal(data, &l) != nil || l.Version == "" {
+		return nil
+	}
+	return &l
+}
+
+// SetLive records what project's live site now serves: l, or nil for a fresh build.
+func (s *Threads) SetLive(ctx context.Context, project string, l *Live) error {
+	data := []byte("{}")
+	if l != nil {
+		data, _ = json.Marshal(l)
+	}
+	_, err := s.t.Put(ctx, liveKey(project), data)
+	return err
 }
 
 // Update applies fn to the stored thread with compare-and-set, retrying on conflicts.

@@ -14,7 +14,8 @@ import (
 
 // Own makes the job's identity the owner of everything under dir (the platform writes
 // checkouts and attachments as root; the job must be able to edit them). It changes only
-// entries owned by someone else and never follows symlinks. A no-op unless jobs switch uid.
+// entries owned by someone else and never follows symlinks; files root shares read-only
+// with other trees stay root's (see shared). A no-op unless jobs switch uid.
 func (s *Sandbox) Own(dir string) error {
 	cred := s.credential()
 	if cred == nil {
@@ -32,7 +33,7 @@ func (s *Sandbox) Own(dir string) error {
 		if err != nil {
 			return nil // removed meanwhile
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == gid {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) == uid && int(st.Gid) == gid || shared(fi, st)) {
 			return nil
 		}
 		if err := os.Lchown(p, uid, gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -40,6 +41,23 @@ func (s *Sandbox) Own(dir string) error {
 		}
 		return nil
 	})
+}
+
+// shared reports whether fi is a file root shares read-only with other trees (a hard link
+// into the platform's prepared node_modules, see build.Packages): a regular file root owns,
+// linked more than once, with no write permission. It stays root's, so that no job can
+// write through it to what other tenants get. (Leaving a file to root only ever takes from
+// the job; and a job may not link a file it neither owns nor can write.)
+func shared(fi fs.FileInfo, st *syscall.Stat_t) bool {
+	return fi.Mode().IsRegular() && st.Uid == 0 && st.Nlink > 1 && fi.Mode().Perm()&0o222 == 0
+}
+
+// OtherUser reports whether jobs run as a user other than root while the platform is root,
+// so that a file root owns read-only is beyond a job's reach: it can neither write, chmod
+// nor chown it.
+func (s *Sandbox) OtherUser() bool {
+	c := s.credential()
+	return c != nil && c.Uid != 0
 }
 
 // MkdirOwned creates dir (and parents) and gives dir itself to the job's identity.

@@ -1,0 +1,214 @@
+package build
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestSealModulesLeavesNothingAJobCouldUse: what a prepared install left (a set-id
+// executable, a FIFO, a world-writable directory, a symlink) becomes root's and read-only,
+// without set-id bits, or goes.
+func TestSealModulesLeavesNothingAJobCouldUse(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "node_modules")
+	if err := os.MkdirAll(filepath.Join(dir, "pkg"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "pkg", "run"), "#!/bin/sh\n")
+	write(t, filepath.Join(dir, "pkg", "index.js"), "1\n")
+	if err := os.Chmod(filepath.Join(dir, "pkg", "run"), 0o6777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "pkg"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "pkg", "fifo"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("pkg/run", filepath.Join(dir, "run")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sealModules(dir); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]fs.FileMode{"pkg": fs.ModeDir | 0o755, "pkg/run": 0o555, "pkg/index.js": 0o444, "run": fs.ModeSymlink | 0o777}
+	for name, mode := range want {
+		fi, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil || fi.Mode() != mode {
+			t.Errorf("%s: %v (%v), want %v", name, fi.Mode(), err, mode)
+			continue
+		}
+		if st := fi.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && st.Uid != 0 {
+			t.Errorf("%s is uid %d's, not root's", name, st.Uid)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "pkg", "fifo")); err == nil {
+		t.Error("the FIFO was kept")
+	}
+}
+
+// TestShareableOnlyWhenTheInputsDetermineTheInstall: a site whose install reads more than
+// package.json, its lockfile and .npmrc installs in its own workspace.
+func TestShareableOnlyWhenTheInputsDetermineTheInstall(t *testing.T) {
+	t.Parallel()
+	const pkg = `{"name":"s","version":"1.0.0","dependencies":{"is-number":"7.0.0"}}`
+	const lock = `{"lockfileVersion":3,"packages":{"":{"name":"s"},"node_modules/is-number":{"version":"7.0.0","resolved":"https://registry.npmjs.org/is-number/-/is-number-7.0.0.tgz","integrity":"sha512-x"}}}`
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  bool
+	}{
+		{"registry packages", map[string]string{"package.json": pkg, "package-lock.json": lock}, true},
+		{"with .npmrc", map[string]string{"package.json": pkg, "package-lock.json": lock, ".npmrc": "fund=false\n"}, true},
+		{"no lockfile", map[string]string{"package.json": pkg}, false},
+		{"two lockfiles", map[string]string{"package.json": pkg, "package-lock.json": lock, "npm-shrinkwrap.json": lock}, false},
+		{"postinstall of its own", map[string]string{"package.json": `{"scripts":{"postinstall":"node fix.js"}}`, "package-lock.json": lock}, false},
+		{"prepare of its own", map[string]string{"package.json": `{"scripts":{"prepare":"husky"}}`, "package-lock.json": lock}, false},
+		{"workspaces", map[string]string{"package.json": `{"workspaces":["a"]}`, "package-lock.json": lock}, false},
+		{"file: package", map[string]string{"package.json": pkg, "package-lock.json": `{"packages":{"node_modules/x":{"resolved":"file:../x"}}}`}, false},
+		{"linked package", map[string]string{"package.json": pkg, "package-lock.json": `{"packages":{"node_modules/x":{"resolved":"x","link":true},"x":{}}}`}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			for name, data := range c.files {
+				write(t, filepath.Join(dir, name), data)
+			}
+			if _, ok := readInputs(context.Background(), dir); ok != c.want {
+				t.Fatalf("shareable %v, want %v", ok, c.want)
+			}
+		})
+	}
+}
+
+// TestModulesKeyNamesEveryInput: each input and each variable of the tenant's changes the
+// key; the platform's own variables and the home do not.
+func TestModulesKeyNamesEveryInput(t *testing.T) {
+	t.Parallel()
+	p := &Packages{Dir: t.TempDir()}
+	base := installInputs{names: []string{"package.json", "package-lock.json"},
+		data: map[string][]byte{"package.json": []byte("{}"), "package-lock.json": []byte("{}")}}
+	cfg := Config{Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=/a", "HTTP_PROXY=http://127.0.0.1:1", "X=1"},
+		FillEnv: []string{"PATH=" + os.Getenv("PATH"), "HTTP_PROXY=http://127.0.0.1:1"}}
+	key := p.modulesKey(base, cfg)
+	same := cfg
+	same.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/b", "HTTP_PROXY=http://127.0.0.1:2", "X=1"}
+	same.FillEnv = []string{"PATH=" + os.Getenv("PATH"), "HTTP_PROXY=http://127.0.0.1:2"}
+	if got := p.modulesKey(base, same); got != key {
+		t.Error("another home or egress port changed the key")
+	}
+	other := cfg
+	other.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/a", "HTTP_PROXY=http://127.0.0.1:1", "X=2"}
+	if p.modulesKey(base, other) == key {
+		t.Error("a tenant's variable did not change the key")
+	}
+	for _, name := range []string{"package.json", "package-lock.json", ".npmrc"} {
+		in := installInputs{names: append([]string(nil), base.names...), data: map[string][]byte{}}
+		for k, v := range base.data {
+			in.data[k] = v
+		}
+		if _, ok := in.data[name]; !ok {
+			in.names = append(in.names, name)
+		}
+		in.data[name] = []byte(`{"x":1}`)
+		if p.modulesKey(in, cfg) == key {
+			t.Errorf("%s did not change the key", name)
+		}
+	}
+}
+
+// fakeNPM puts an npm that runs script (sh) first on a PATH and returns the environment.
+func fakeNPM(t *testing.T, script string) []string {
+	t.Helper()
+	bin := t.TempDir()
+	write(t, filepath.Join(bin, "npm"), "#!/bin/sh\n[ \"$1\" = --version ] && { echo 0.0.0-fake; exit 0; }\n"+script)
+	if err := os.Chmod(filepath.Join(bin, "npm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+}
+
+// shopFiles is a site whose install the store can prepare.
+func shopFiles(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "package.json"), `{"name":"s","version":"1.0.0","dependencies":{"is-number":"7.0.0"}}`)
+	write(t, filepath.Join(dir, "package-lock.json"), `{"lockfileVersion":3,"packages":{"":{"name":"s"},"node_modules/is-number":{"version":"7.0.0"}}}`)
+	return dir
+}
+
+// TestPreparedInstallCannotLeadTheCopyOut: the install the platform prepares is the attacker:
+// it makes node_modules a link to a directory of the platform's. Nothing of that directory
+// reaches the store or the site, which installs on its own instead.
+func TestPreparedInstallCannotLeadTheCopyOut(t *testing.T) {
+	t.Parallel()
+	secret := t.TempDir()
+	write(t, filepath.Join(secret, "key"), "31337")
+	env := fakeNPM(t, "ln -s "+secret+" node_modules\n")
+	p := &Packages{Dir: t.TempDir()}
+	dir := shopFiles(t)
+	log := newTail(4 << 10)
+	if p.modules(context.Background(), dir, "x", Config{Env: env}, log) {
+		t.Fatalf("the store took an install whose node_modules is a link:\n%s", log)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "node_modules")); err == nil {
+		t.Fatal("the site got a node_modules")
+	}
+	filepath.WalkDir(p.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "key" {
+			t.Errorf("the platform's file reached the store: %s", path)
+		}
+		return nil
+	})
+}
+
+// TestPreparedInstallIsShared: a second site with the same inputs gets the prepared tree
+// without running npm; another lockfile prepares its own.
+func TestPreparedInstallIsShared(t *testing.T) {
+	t.Parallel()
+	count := filepath.Join(t.TempDir(), "runs")
+	env := fakeNPM(t, "echo run >> "+count+"\nmkdir -p node_modules/is-number && echo 'module.exports=1' > node_modules/is-number/index.js\n")
+	p := &Packages{Dir: t.TempDir()}
+	for i := range 2 {
+		dir := shopFiles(t)
+		if !p.modules(context.Background(), dir, "x", Config{Env: env}, newTail(4<<10)) {
+			t.Fatalf("site %d was not installed from the store", i+1)
+		}
+		if data, err := os.ReadFile(filepath.Join(dir, "node_modules", "is-number", "index.js")); err != nil || string(data) != "module.exports=1\n" {
+			t.Fatalf("site %d: index.js %q %v", i+1, data, err)
+		}
+	}
+	if runs, _ := os.ReadFile(count); string(runs) != "run\n" {
+		t.Fatalf("npm ran %q for two sites with the same inputs", runs)
+	}
+	dir := shopFiles(t)
+	write(t, filepath.Join(dir, "package-lock.json"), `{"lockfileVersion":3,"packages":{"":{"name":"s"},"node_modules/is-number":{"version":"7.0.1"}}}`)
+	if !p.modules(context.Background(), dir, "x", Config{Env: env}, newTail(4<<10)) {
+		t.Fatal("the third site was not installed")
+	}
+	if runs, _ := os.ReadFile(count); string(runs) != "run\nrun\n" {
+		t.Fatalf("npm ran %q: another lockfile shared the first one's tree", runs)
+	}
+}
+
+// TestFailedPreparationIsNotRepeated: inputs whose install fails (an out-of-date lockfile) are
+// installed in the site on the next job without preparing them again.
+func TestFailedPreparationIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	count := filepath.Join(t.TempDir(), "runs")
+	env := fakeNPM(t, "echo run >> "+count+"\nexit 1\n")
+	p := &Packages{Dir: t.TempDir()}
+	for i := range 2 {
+		if p.modules(context.Background(), shopFiles(t), "x", Config{Env: env}, newTail(4<<10)) {
+			t.Fatalf("site %d was installed from a failed preparation", i+1)
+		}
+	}
+	if runs, _ := os.ReadFile(count); string(runs) != "run\n" {
+		t.Fatalf("npm ran %q: the failed preparation was repeated", runs)
+	}
+}
