@@ -146,12 +146,11 @@ func (j *jobs) update(ctx context.Context, id string, fn func(*broker.JobRecord)
 // live; ErrLeaseLost when it is not.
 func (j *jobs) storeIfUnchanged(id string, rev uint64, data []byte, f *fence) (bool, error) {
 	if f != nil {
-		ls := j.c.e.leases
-		ls.mu.Lock()
-		defer ls.mu.Unlock()
-		if l := ls.live(f.t, time.Now()); l == nil || l.l.Token != f.token {
-			return false, fmt.Errorf("mem: job %s: the lease of %s is not token %d: %w", id, f.t, f.token, broker.ErrLeaseLost)
+		unlock, err := j.c.e.leases.hold(f, "job "+id)
+		if err != nil {
+			return false, err
 		}
+		defer unlock()
 	}
 	s := j.c.e.jobs
 	s.mu.Lock()

@@ -3,6 +3,7 @@ package mem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -51,6 +52,18 @@ func (s *leaseStore) live(t tenant.ID, now time.Time) *leaseRec {
 		return rec
 	}
 	return nil
+}
+
+// hold locks the store while f's lease is live and carries f's token, so a write made before
+// unlock is conditioned on it; ErrLeaseLost (and no lock held) when it is not. Callers take
+// this lock before any other store's.
+func (s *leaseStore) hold(f *fence, what string) (unlock func(), err error) {
+	s.mu.Lock()
+	if l := s.live(f.t, time.Now()); l == nil || l.l.Token != f.token {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("mem: %s: the lease of %s is not token %d: %w", what, f.t, f.token, broker.ErrLeaseLost)
+	}
+	return s.mu.Unlock, nil
 }
 
 type leases struct{ c *conn }
