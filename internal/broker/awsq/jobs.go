@@ -43,22 +43,27 @@ func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	if _, err := j.a.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.a.names.jobs), Item: idx}); err != nil {
 		return ctxErr(ctx, fmt.Errorf("awsq: index job %s: %w", rec.Job.ID, err))
 	}
-	err = j.put(ctx, rec.Job.ID, body, 1, "attribute_not_exists(pk)", nil)
+	err = j.put(ctx, rec.Job.ID, body, 1, "attribute_not_exists(pk)", nil, nil)
 	if conditionFailed(err) {
 		return broker.ErrExists
 	}
 	return ctxErr(ctx, err)
 }
 
-// put writes a record at version ver under condition cond.
-func (j *jobs) put(ctx context.Context, id, body string, ver int64, cond string, values item) error {
+// put writes a record at version ver under condition cond and, with f, in one transaction
+// with f's lease check.
+func (j *jobs) put(ctx context.Context, id, body string, ver int64, cond string, values item, f *fence) error {
 	it := jobKey(id)
 	it["rec"], it["ver"], it["expireAt"] = str(body), num(ver), expireAt()
-	in := &dynamodb.PutItemInput{TableName: aws.String(j.a.names.jobs), Item: it, ConditionExpression: aws.String(cond)}
-	if len(values) > 0 {
-		in.ExpressionAttributeValues = values
+	if len(values) == 0 {
+		values = nil
 	}
-	_, err := j.a.ddb.PutItem(ctx, in)
+	if f != nil {
+		return j.a.writeFenced(ctx, *f, dtypes.TransactWriteItem{Put: &dtypes.Put{TableName: aws.String(j.a.names.jobs),
+			Item: it, ConditionExpression: aws.String(cond), ExpressionAttributeValues: values}})
+	}
+	_, err := j.a.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.a.names.jobs), Item: it,
+		ConditionExpression: aws.String(cond), ExpressionAttributeValues: values})
 	return err
 }
 
@@ -89,6 +94,11 @@ func decodeRecord(it item) (broker.JobRecord, error) {
 
 // Update is read, fn, conditional put on the version read; a lost race re-reads.
 func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
+	return j.update(ctx, id, fn, nil)
+}
+
+// update is Update, each put fenced by f when it is set.
+func (j *jobs) update(ctx context.Context, id string, fn func(*broker.JobRecord) error, f *fence) (broker.JobRecord, error) {
 	for {
 		rec, ver, err := j.get(ctx, id)
 		if err != nil {
@@ -101,7 +111,7 @@ func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord)
 		if err != nil {
 			return broker.JobRecord{}, err
 		}
-		err = j.put(ctx, id, body, ver+1, "ver = :v", item{":v": num(ver)})
+		err = j.put(ctx, id, body, ver+1, "ver = :v", item{":v": num(ver)}, f)
 		if !conditionFailed(err) {
 			return rec, ctxErr(ctx, err)
 		}
