@@ -19,9 +19,13 @@ import (
 // Acquire takes over one past it (takeExpired) even if the engine never removed it. Renewal publishes with expected-last-subject-sequence
 // and a fresh per-message TTL (kv.Update would drop the TTL). Expiry is also checked against
 // the ExpiresAt written in the value, because the server removes expired keys up to ~250 ms late.
+//
+// An acquisition raises the tenant's fence key (fences) before Acquire returns, so a result
+// the previous holder publishes afterwards is refused by the results stream.
 type leases struct {
-	kv jetstream.KeyValue
-	js jetstream.JetStream
+	kv     jetstream.KeyValue
+	js     jetstream.JetStream
+	fences *fences
 }
 
 var _ broker.Leases = (*leases)(nil)
@@ -61,9 +65,23 @@ func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl tim
 		if err != nil {
 			return broker.Lease{}, err
 		}
-		return v.lease(t, rev), nil
+		return l.fence(ctx, v.lease(t, rev))
 	}
 	return broker.Lease{}, broker.ErrLeaseHeld
+}
+
+// fence raises the fence key of a lease just acquired. When it cannot, the lease is released
+// (compare-and-delete) and the error returned: a holder that cannot fence must not hold.
+func (l *leases) fence(ctx context.Context, lease broker.Lease) (broker.Lease, error) {
+	_, err := l.fences.mark(ctx, lease.Tenant, lease.Token, true)
+	if err == nil {
+		return lease, nil
+	}
+	_ = l.Release(context.WithoutCancel(ctx), lease)
+	if errors.Is(err, broker.ErrLeaseLost) { // a newer acquisition raised it already
+		return broker.Lease{}, broker.ErrLeaseHeld
+	}
+	return broker.Lease{}, fmt.Errorf("natsjs: acquire %s: %w", lease.Tenant, err)
 }
 
 // maxTakeovers bounds Acquire's tries when the record it found changes under it.
