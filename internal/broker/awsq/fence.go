@@ -54,7 +54,7 @@ var _ broker.FencedJobs = txJobs{}
 
 // UpdateFenced is Update whose conditional put runs in one transaction with t's lease check.
 func (j txJobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token uint64, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
-	return j.update(ctx, id, fn, &fence{t: t, token: token})
+	return broker.UpdateRecord(ctx, j.jobs, id, fn, &broker.Holder{Tenant: t, Token: token})
 }
 
 // txDelivery is a delivery on a DynamoDB with transactions: its settles can be fenced.
