@@ -18,6 +18,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
@@ -195,7 +196,10 @@ func New(ctx context.Context, cfg Config) (*broker.Backend, error) {
 // probeTransactions sets NoTransactions, with a warning, when the DynamoDB at a custom
 // endpoint (an emulator) does not know TransactWriteItems. AWS always does.
 func (a *adapter) probeTransactions(ctx context.Context) {
-	_, err := a.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{})
+	_, err := a.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
+		{ConditionCheck: &dtypes.ConditionCheck{TableName: aws.String(a.names.leases), Key: key("#probe", noSK),
+			ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+	}})
 	if awserr.HasCode(err, "UnknownOperationException") {
 		a.cfg.NoTransactions = true
 		a.cfg.Logger.WarnContext(ctx, "the DynamoDB at this endpoint has no transactions: a lease holder's writes are fenced by reading the lease first",
