@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
@@ -22,9 +25,29 @@ type fence struct {
 
 // writeFenced applies w in one DynamoDB transaction with a condition check on f's lease item,
 // so the lease and the write are judged in the same step. ErrLeaseLost when the lease is not
-// f's; errWriteCondition (conditionFailed reports it) when w's own condition failed or
-// another transaction on the items ran at the same time (re-read and try again).
+// f's; errWriteCondition (conditionFailed reports it) when w's own condition failed. A
+// transaction cancelled by a concurrent write to one of its items (a renewal of the lease, a
+// publish counting a job in the ledger) is tried again, up to maxTxTries times.
 func (a *adapter) writeFenced(ctx context.Context, f fence, w dtypes.TransactWriteItem) error {
+	var err error
+	for try := 1; ; try++ {
+		err = a.transactFenced(ctx, f, w)
+		if !errors.Is(err, errTxConflict) || try == maxTxTries {
+			return err
+		}
+		if err := retry.Sleep(ctx, time.Duration(try*try)*10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// maxTxTries bounds writeFenced's attempts when concurrent writes cancel its transaction.
+const maxTxTries = 5
+
+// errTxConflict: a concurrent write to one of the transaction's items cancelled it.
+var errTxConflict = errors.New("awsq: a concurrent write cancelled the transaction; try again")
+
+func (a *adapter) transactFenced(ctx context.Context, f fence, w dtypes.TransactWriteItem) error {
 	check := dtypes.TransactWriteItem{ConditionCheck: &dtypes.ConditionCheck{
 		TableName:                 aws.String(a.names.leases),
 		Key:                       key(f.t.String(), noSK),
@@ -37,14 +60,22 @@ func (a *adapter) writeFenced(ctx context.Context, f fence, w dtypes.TransactWri
 	if !errors.As(err, &tc) {
 		return err
 	}
-	if reasons := tc.CancellationReasons; len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
-		return fmt.Errorf("awsq: the lease of %s is not token %d: %w", f.t, f.token, broker.ErrLeaseLost)
+	codes := make([]string, len(tc.CancellationReasons))
+	for i, r := range tc.CancellationReasons {
+		codes[i] = aws.ToString(r.Code)
 	}
-	return errWriteCondition
+	switch {
+	case len(codes) > 0 && codes[0] == "ConditionalCheckFailed":
+		return fmt.Errorf("awsq: the lease of %s is not token %d: %w", f.t, f.token, broker.ErrLeaseLost)
+	case len(codes) > 1 && codes[1] == "ConditionalCheckFailed":
+		return errWriteCondition
+	case slices.Contains(codes, "TransactionConflict"):
+		return errTxConflict
+	}
+	return err
 }
 
-// errWriteCondition: a fenced write's own condition failed, or a concurrent transaction
-// cancelled it. It is a ConditionalCheckFailedException, so conditionFailed reports it.
+// errWriteCondition: a fenced write's own condition failed. It is a ConditionalCheckFailedException, so conditionFailed reports it.
 var errWriteCondition error = &dtypes.ConditionalCheckFailedException{Message: aws.String("awsq: the write's condition failed in a fenced transaction")}
 
 // txJobs is jobs on a DynamoDB with transactions: its records' updates can be fenced.
