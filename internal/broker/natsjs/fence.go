@@ -56,7 +56,7 @@ func (f *fences) mark(ctx context.Context, t tenant.ID, token uint64, reread boo
 			return m, nil
 		}
 		m, err = f.raise(ctx, t, token, m.seq)
-		if !errors.Is(err, errGone) {
+		if !errors.Is(err, broker.ErrConflict) {
 			return m, err
 		}
 	}
@@ -83,13 +83,13 @@ func (f *fences) read(ctx context.Context, t tenant.ID) (fenceMark, error) {
 	return fenceMark{token: token, seq: m.Sequence}, nil
 }
 
-// raise writes token to t's fence key if it is still at seq; errGone when it is not.
+// raise writes token to t's fence key if it is still at seq; broker.ErrConflict when it is not.
 func (f *fences) raise(ctx context.Context, t tenant.ID, token, seq uint64) (fenceMark, error) {
 	sh := f.shard(t)
 	ack, err := f.a.js.Publish(ctx, sh.fenceSubject(t), []byte(strconv.FormatUint(token, 10)),
 		jetstream.WithExpectLastSequencePerSubject(seq))
 	if isWrongLastSeq(err) {
-		return fenceMark{}, errGone
+		return fenceMark{}, broker.ErrConflict
 	}
 	if err != nil {
 		return fenceMark{}, ctxErr(ctx, fmt.Errorf("natsjs: raise the fence of %s: %w", t, err))

@@ -106,7 +106,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 	return &broker.Backend{
 		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,
-		Leases:   &leases{kv: a.leases, js: js, fences: a.fences},
+		Leases:   newLeases(a.leases, js, a.fences),
 		Results:  rs,
 		Signals:  &signals{nc: nc},
 		Jobs:     jb,
