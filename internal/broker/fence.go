@@ -17,16 +17,23 @@ import (
 // and the store's compare-and-set on the record's revision makes the token check and the write
 // one step, so a record a newer owner wrote is never overwritten by an older one.
 //
-// What each write is conditioned on:
-//   - UpdateJob: the record's token inside the compare-and-set (Jobs.Update's revision: natsjs
-//     KV Update, a DynamoDB ConditionExpression on the item's version, mem's revision), and
-//     the lease: in the same step where the store can (FencedJobs: mem), else read before
-//     each compare-and-set attempt (natsjs: leases and records are separate streams; awsq:
-//     a transaction would, but DynamoDB emulators without TransactWriteItems could not run it).
-//   - PublishResult: the lease, read before the publish (a result is de-duplicated by job id,
-//     and the worker publishes only the result of a record a fenced write made final).
-//   - Delivery's Ack, Retry and DeadLetter: the lease, read before the settle; awsq's ledger
-//     also conditions them on the queue's receipt handle (a stale owner's is not current).
+// Each write is conditioned on the lease in the store, in one step with the write, where the
+// backend can (the capabilities FencedJobs, FencedResults and FencedDelivery); elsewhere the
+// lease is read just before the write, and a lease that ends between that read and the write
+// lets one last write through. What each backend conditions in the store:
+//   - UpdateJob: the record's token inside the record's compare-and-set, everywhere; the lease
+//     too on mem (one lock) and awsq (a DynamoDB transaction: a condition check on the lease
+//     item beside the record's put); natsjs reads the lease before each attempt (a record and
+//     a lease are in different streams, and JetStream's atomic batch, which could condition
+//     one on a fence key beside it, is refused by the records' async-persisted stream).
+//   - PublishResult: mem (one lock); natsjs (the result is published on the condition that
+//     the tenant's fence key in the results stream is still the one the holder's acquisition
+//     wrote: Leases.Acquire rewrites it); awsq reads the lease first (SQS has no conditional
+//     send). Everywhere a holder publishes only the result stored in a final record, which a
+//     fenced write made.
+//   - Delivery's Ack, Retry and DeadLetter: mem (one lock); awsq (a transaction: the lease
+//     condition beside the ledger's update, itself conditioned on the queue's receipt
+//     handle); natsjs reads the lease first (a stream message removal has no condition).
 //
 // Safe for concurrent use.
 type Fence struct {
@@ -41,6 +48,24 @@ type FencedJobs interface {
 	// UpdateFenced is Update storing fn's record only while t's live lease carries token, as
 	// one atomic step with the compare-and-set; ErrLeaseLost otherwise, and nothing stored.
 	UpdateFenced(ctx context.Context, id string, t tenant.ID, token uint64, fn func(*JobRecord) error) (JobRecord, error)
+}
+
+// FencedResults is an optional capability of Results: a publish conditioned on the tenant's
+// lease in the store itself.
+type FencedResults interface {
+	// PublishFenced is Publish, refused with ErrLeaseLost (and nothing published) once a lease
+	// of t newer than token's was acquired; a backend may also refuse once token's lease ran
+	// out. r is t's.
+	PublishFenced(ctx context.Context, t tenant.ID, token uint64, r Result) error
+}
+
+// FencedDelivery is an optional capability of Delivery: settles conditioned on the tenant's
+// lease in the store itself.
+type FencedDelivery interface {
+	// FencedBy makes the delivery's later Ack, Retry and DeadLetter refused with ErrLeaseLost
+	// (and nothing changed) once its tenant's live lease no longer carries token, checked in
+	// one step with the settle; it returns the delivery. Call it before settling.
+	FencedBy(token uint64) Delivery
 }
 
 // NewFence returns the fenced writes of l's holder on b.
@@ -96,6 +121,9 @@ func (f *Fence) UpdateJob(ctx context.Context, id string, fn func(*JobRecord) er
 // PublishResult is Results.Publish for the lease holder: refused with ErrLeaseLost once the
 // lease is not the holder's.
 func (f *Fence) PublishResult(ctx context.Context, r Result) error {
+	if fr, ok := f.b.Results.(FencedResults); ok {
+		return fr.PublishFenced(ctx, f.tenant, f.token, r)
+	}
 	if err := f.Check(ctx); err != nil {
 		return err
 	}
@@ -104,7 +132,12 @@ func (f *Fence) PublishResult(ctx context.Context, r Result) error {
 
 // Delivery returns d with its settling (Ack, Retry, DeadLetter) refused with ErrLeaseLost once
 // the lease is not the holder's. Extend is not fenced: it follows a renewal of the lease.
-func (f *Fence) Delivery(d Delivery) Delivery { return &fencedDelivery{Delivery: d, f: f} }
+func (f *Fence) Delivery(d Delivery) Delivery {
+	if fd, ok := d.(FencedDelivery); ok {
+		return fd.FencedBy(f.token)
+	}
+	return &fencedDelivery{Delivery: d, f: f}
+}
 
 type fencedDelivery struct {
 	Delivery

@@ -232,6 +232,8 @@ func (q *frontQueue) pass(ctx context.Context, d Delivery) (Delivery, error) {
 		err = d.Ack(ctx)
 	case e.Settled == frontDead:
 		err = d.DeadLetter(ctx, e.Reason)
+	case hasFencedSettles(d):
+		return fencedPass{busy}, nil
 	default:
 		return busy, nil
 	}
@@ -239,6 +241,11 @@ func (q *frontQueue) pass(ctx context.Context, d Delivery) (Delivery, error) {
 		return nil, err
 	}
 	return nil, q.forget(ctx, id)
+}
+
+func hasFencedSettles(d Delivery) bool {
+	_, ok := d.(FencedDelivery)
+	return ok
 }
 
 // unblockLocked: the inner queue delivered id, so a job in flight before it, other than id,
@@ -446,6 +453,15 @@ func (d *passDelivery) DeadLetter(ctx context.Context, reason string) error {
 		return err
 	}
 	return d.done(ctx)
+}
+
+// fencedPass is a passDelivery whose inner delivery's settles can be fenced in the store.
+type fencedPass struct{ *passDelivery }
+
+// FencedBy fences the inner delivery's settles.
+func (d fencedPass) FencedBy(token uint64) Delivery {
+	d.Delivery.(FencedDelivery).FencedBy(token)
+	return d
 }
 
 func (d *passDelivery) done(ctx context.Context) error {

@@ -18,10 +18,12 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/webordinary/webordinary/internal/awserr"
 	"github.com/webordinary/webordinary/internal/broker"
 )
 
@@ -98,6 +100,11 @@ type Config struct {
 	APIOptions []func(*middleware.Stack) error
 	// Logger receives the adapter's warnings. Default: slog.Default().
 	Logger *slog.Logger
+
+	// NoTransactions is for DynamoDB emulators without TransactWriteItems (dynalite): a lease
+	// holder's record updates and settles are then fenced by reading the lease just before
+	// them, not by a condition on it in the same step. Never set it on AWS.
+	NoTransactions bool
 
 	// faults, in tests, is called at named points between the steps of publish and ack; an
 	// error it returns stops the operation there, as a crash would.
@@ -180,7 +187,24 @@ func New(ctx context.Context, cfg Config) (*broker.Backend, error) {
 			return nil, err
 		}
 	}
+	if cfg.DynamoDBEndpoint != "" && !cfg.NoTransactions {
+		a.probeTransactions(ctx)
+	}
 	return a.backend(), nil
+}
+
+// probeTransactions sets NoTransactions, with a warning, when the DynamoDB at a custom
+// endpoint (an emulator) does not know TransactWriteItems. AWS always does.
+func (a *adapter) probeTransactions(ctx context.Context) {
+	_, err := a.ddb.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []dtypes.TransactWriteItem{
+		{ConditionCheck: &dtypes.ConditionCheck{TableName: aws.String(a.names.leases), Key: key("#probe", noSK),
+			ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+	}})
+	if awserr.HasCode(err, "UnknownOperationException") {
+		a.cfg.NoTransactions = true
+		a.cfg.Logger.WarnContext(ctx, "the DynamoDB at this endpoint has no transactions: a lease holder's writes are fenced by reading the lease first",
+			slog.String("endpoint", a.cfg.DynamoDBEndpoint))
+	}
 }
 
 func newAdapter(ctx context.Context, cfg Config) (*adapter, error) {
@@ -257,12 +281,20 @@ func (a *adapter) backend() *broker.Backend {
 		Leases:   &leases{a: a},
 		Results:  newResults(a),
 		Signals:  newSignals(a),
-		Jobs:     &jobs{a: a},
+		Jobs:     a.jobs(),
 		Presence: &presence{a: a},
 		Table:    a.table,
 		Blobs:    a.blobs,
 		Close:    a.close,
 	}
+}
+
+// jobs is the records store: fenced updates where DynamoDB has transactions.
+func (a *adapter) jobs() broker.Jobs {
+	if a.cfg.NoTransactions {
+		return &jobs{a: a}
+	}
+	return txJobs{&jobs{a: a}}
 }
 
 // close stops every receiver, gives back what they held, and waits (at most a poll's length)

@@ -6,7 +6,8 @@
 //	Claims    a standard queue; Waiting cached ≥ 1 s (a billed call otherwise)
 //	Results   a FIFO queue, a message group per tenant, de-duplicated by job id
 //	Signals   a standard queue per process, routed by a routes table
-//	Leases    conditional writes, fencing tokens from an atomic counter, a sparse expiry index
+//	Leases    conditional writes, fencing tokens from an atomic counter, a sparse expiry index;
+//	          a holder's record writes and settles are transactions with a check on its lease
 //	Jobs, Presence, Table   DynamoDB tables
 //	Blobs     objects under blobs/<store>/ in the payload bucket; the version is a token in
 //	          the object's metadata (an ETag repeats for the same content)

@@ -19,7 +19,10 @@ import (
 // "expireAt" (epoch seconds) for DynamoDB TTL, 30 days after the last write.
 type jobs struct{ a *adapter }
 
-var _ broker.Jobs = (*jobs)(nil)
+var (
+	_ broker.Jobs        = (*jobs)(nil)
+	_ broker.RecordStore = (*jobs)(nil)
+)
 
 const (
 	recentPK  = "recent"
@@ -43,22 +46,27 @@ func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	if _, err := j.a.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.a.names.jobs), Item: idx}); err != nil {
 		return ctxErr(ctx, fmt.Errorf("awsq: index job %s: %w", rec.Job.ID, err))
 	}
-	err = j.put(ctx, rec.Job.ID, body, 1, "attribute_not_exists(pk)", nil)
+	err = j.put(ctx, rec.Job.ID, body, 1, "attribute_not_exists(pk)", nil, nil)
 	if conditionFailed(err) {
 		return broker.ErrExists
 	}
 	return ctxErr(ctx, err)
 }
 
-// put writes a record at version ver under condition cond.
-func (j *jobs) put(ctx context.Context, id, body string, ver int64, cond string, values item) error {
+// put writes a record at version ver under condition cond and, with f, in one transaction
+// with f's lease check.
+func (j *jobs) put(ctx context.Context, id, body string, ver int64, cond string, values item, f *fence) error {
 	it := jobKey(id)
 	it["rec"], it["ver"], it["expireAt"] = str(body), num(ver), expireAt()
-	in := &dynamodb.PutItemInput{TableName: aws.String(j.a.names.jobs), Item: it, ConditionExpression: aws.String(cond)}
-	if len(values) > 0 {
-		in.ExpressionAttributeValues = values
+	if len(values) == 0 {
+		values = nil
 	}
-	_, err := j.a.ddb.PutItem(ctx, in)
+	if f != nil {
+		return j.a.writeFenced(ctx, *f, dtypes.TransactWriteItem{Put: &dtypes.Put{TableName: aws.String(j.a.names.jobs),
+			Item: it, ConditionExpression: aws.String(cond), ExpressionAttributeValues: values}})
+	}
+	_, err := j.a.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.a.names.jobs), Item: it,
+		ConditionExpression: aws.String(cond), ExpressionAttributeValues: values})
 	return err
 }
 
@@ -87,25 +95,34 @@ func decodeRecord(it item) (broker.JobRecord, error) {
 	return rec, nil
 }
 
-// Update is read, fn, conditional put on the version read; a lost race re-reads.
+// Update is read, fn, conditional put on the version read; a lost race re-reads
+// (broker.UpdateRecord).
 func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
-	for {
-		rec, ver, err := j.get(ctx, id)
-		if err != nil {
-			return broker.JobRecord{}, ctxErr(ctx, err)
-		}
-		if err := fn(&rec); err != nil {
-			return rec, err
-		}
-		body, err := jsonString(rec)
-		if err != nil {
-			return broker.JobRecord{}, err
-		}
-		err = j.put(ctx, id, body, ver+1, "ver = :v", item{":v": num(ver)})
-		if !conditionFailed(err) {
-			return rec, ctxErr(ctx, err)
-		}
+	return broker.UpdateRecord(ctx, j, id, fn, nil)
+}
+
+// ReadRecord returns id's record and its version.
+func (j *jobs) ReadRecord(ctx context.Context, id string) (broker.JobRecord, uint64, error) {
+	rec, ver, err := j.get(ctx, id)
+	return rec, uint64(ver), ctxErr(ctx, err)
+}
+
+// WriteRecord puts rec at the next version if the item is still at version, and with h in one
+// transaction with h's lease check.
+func (j *jobs) WriteRecord(ctx context.Context, id string, rec broker.JobRecord, version uint64, h *broker.Holder) error {
+	body, err := jsonString(rec)
+	if err != nil {
+		return err
 	}
+	var f *fence
+	if h != nil {
+		f = &fence{t: h.Tenant, token: h.Token}
+	}
+	err = j.put(ctx, id, body, int64(version)+1, "ver = :v", item{":v": num(int64(version))}, f)
+	if conditionFailed(err) {
+		return broker.ErrConflict
+	}
+	return ctxErr(ctx, err)
 }
 
 // Recent queries the index newest first, then reads the records in one batch.

@@ -118,8 +118,13 @@ func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, 
 			return nil, err
 		}
 		d, err := q.handOff(ctx, m)
-		if d != nil || err != nil {
-			return d, ctxErr(ctx, err)
+		switch {
+		case err != nil:
+			return nil, ctxErr(ctx, err)
+		case d != nil && !q.a.cfg.NoTransactions:
+			return txDelivery{d}, nil
+		case d != nil:
+			return d, nil
 		}
 	}
 }
@@ -200,6 +205,7 @@ type delivery struct {
 
 	mu      sync.Mutex
 	settled bool
+	fence   *fence // txDelivery.FencedBy's: the lease its ledger updates are conditioned on
 }
 
 var _ broker.Delivery = (*delivery)(nil)
@@ -263,16 +269,19 @@ func (d *delivery) uncount(ctx context.Context) error {
 	return err
 }
 
-// fenced applies expr to the ledger only while d's handle is the recorded one.
+// fenced applies expr to the ledger only while d's handle is the recorded one and, when d is
+// fenced, its lease is the holder's (one transaction).
 func (d *delivery) fenced(ctx context.Context, expr string, values item) error {
 	values[":h"] = str(d.handle)
-	_, err := d.q.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(d.q.a.names.inbox),
-		Key:                       key(d.q.t.String(), noSK),
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("hnd = :h"),
-		ExpressionAttributeValues: values,
-	})
+	table, k, cond := aws.String(d.q.a.names.inbox), key(d.q.t.String(), noSK), aws.String("hnd = :h")
+	var err error
+	if d.fence != nil {
+		err = d.q.a.writeFenced(ctx, *d.fence, dtypes.TransactWriteItem{Update: &dtypes.Update{TableName: table, Key: k,
+			UpdateExpression: aws.String(expr), ConditionExpression: cond, ExpressionAttributeValues: values}})
+	} else {
+		_, err = d.q.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: k,
+			UpdateExpression: aws.String(expr), ConditionExpression: cond, ExpressionAttributeValues: values})
+	}
 	if conditionFailed(err) {
 		return fmt.Errorf("awsq: %s is no longer this owner's delivery: %w", d.job.ID, broker.ErrLeaseLost)
 	}

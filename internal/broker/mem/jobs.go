@@ -50,8 +50,9 @@ func (s *jobStore) put(id string, data []byte) {
 type jobs struct{ c *conn }
 
 var (
-	_ broker.Jobs       = (*jobs)(nil)
-	_ broker.FencedJobs = (*jobs)(nil)
+	_ broker.Jobs        = (*jobs)(nil)
+	_ broker.FencedJobs  = (*jobs)(nil)
+	_ broker.RecordStore = (*jobs)(nil)
 )
 
 func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
@@ -101,66 +102,56 @@ func decodeRecord(id string, data []byte) (broker.JobRecord, error) {
 }
 
 // Update runs fn outside the lock on a decoded copy and stores the result if nobody wrote
-// the record meanwhile; otherwise it starts again.
+// the record meanwhile; otherwise it starts again (broker.UpdateRecord).
 func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
-	return j.update(ctx, id, fn, nil)
+	return broker.UpdateRecord(ctx, j, id, fn, nil)
 }
 
 // UpdateFenced is Update whose store also holds the lease store's lock and checks t's live
 // lease carries token (the lease store's lock is taken first, as nowhere takes them the other
 // way round).
 func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token uint64, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
-	return j.update(ctx, id, fn, &fence{t: t, token: token})
+	return broker.UpdateRecord(ctx, j, id, fn, &broker.Holder{Tenant: t, Token: token})
 }
 
-// fence is a lease a record write is conditioned on.
+// fence is a lease a write is conditioned on.
 type fence struct {
 	t     tenant.ID
 	token uint64
 }
 
-func (j *jobs) update(ctx context.Context, id string, fn func(*broker.JobRecord) error, f *fence) (broker.JobRecord, error) {
-	for {
-		if err := j.c.check(ctx); err != nil {
-			return broker.JobRecord{}, err
-		}
-		rec, rev, err := j.get(id)
-		if err != nil {
-			return rec, err
-		}
-		if err := fn(&rec); err != nil {
-			return rec, err
-		}
-		data, err := json.Marshal(rec)
-		if err != nil {
-			return rec, fmt.Errorf("mem: encode job record %s: %w", id, err)
-		}
-		stored, err := j.storeIfUnchanged(id, rev, data, f)
-		if err != nil || stored {
-			return rec, err
-		}
+// ReadRecord returns id's record and its revision.
+func (j *jobs) ReadRecord(ctx context.Context, id string) (broker.JobRecord, uint64, error) {
+	if err := j.c.check(ctx); err != nil {
+		return broker.JobRecord{}, 0, err
 	}
+	return j.get(id)
 }
 
-// storeIfUnchanged stores data if the record is still at rev and, with f, while f's lease is
-// live; ErrLeaseLost when it is not.
-func (j *jobs) storeIfUnchanged(id string, rev uint64, data []byte, f *fence) (bool, error) {
-	if f != nil {
-		ls := j.c.e.leases
-		ls.mu.Lock()
-		defer ls.mu.Unlock()
-		if l := ls.live(f.t, time.Now()); l == nil || l.l.Token != f.token {
-			return false, fmt.Errorf("mem: job %s: the lease of %s is not token %d: %w", id, f.t, f.token, broker.ErrLeaseLost)
+// WriteRecord stores rec if the record is still at rev and, with h, while h's lease is live.
+func (j *jobs) WriteRecord(ctx context.Context, id string, rec broker.JobRecord, rev uint64, h *broker.Holder) error {
+	if err := j.c.check(ctx); err != nil {
+		return err
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("mem: encode job record %s: %w", id, err)
+	}
+	if h != nil {
+		unlock, err := j.c.e.leases.hold(&fence{t: h.Tenant, token: h.Token}, "job "+id)
+		if err != nil {
+			return err
 		}
+		defer unlock()
 	}
 	s := j.c.e.jobs
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.recs[id].rev != rev {
-		return false, nil
+		return broker.ErrConflict
 	}
 	s.put(id, data)
-	return true, nil
+	return nil
 }
 
 func (j *jobs) Recent(ctx context.Context, n int) ([]broker.JobRecord, error) {

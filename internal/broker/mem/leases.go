@@ -2,7 +2,7 @@ package mem
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -53,96 +53,121 @@ func (s *leaseStore) live(t tenant.ID, now time.Time) *leaseRec {
 	return nil
 }
 
+// hold locks the store while f's lease is live and carries f's token, so a write made before
+// unlock is conditioned on it; ErrLeaseLost (and no lock held) when it is not. Callers take
+// this lock before any other store's.
+func (s *leaseStore) hold(f *fence, what string) (unlock func(), err error) {
+	s.mu.Lock()
+	if l := s.live(f.t, time.Now()); l == nil || l.l.Token != f.token {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("mem: %s: the lease of %s is not token %d: %w", what, f.t, f.token, broker.ErrLeaseLost)
+	}
+	return s.mu.Unlock, nil
+}
+
+// leases is the lease store broker.NewLeases runs the lease rules over.
 type leases struct{ c *conn }
 
-var _ broker.Leases = (*leases)(nil)
+var _ broker.LeaseStore = (*leases)(nil)
 
-func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl time.Duration) (broker.Lease, error) {
+func newLeases(c *conn) broker.Leases { return broker.NewLeases(&leases{c: c}, 0) }
+
+func (l *leases) ReadLease(ctx context.Context, t tenant.ID) (broker.Lease, error) {
 	if err := l.c.check(ctx); err != nil {
 		return broker.Lease{}, err
-	}
-	if ttl <= 0 {
-		return broker.Lease{}, errors.New("mem: lease ttl must be positive")
 	}
 	s := l.c.e.leases
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	if s.live(t, now) != nil {
-		return broker.Lease{}, broker.ErrLeaseHeld
+	if rec := s.m[t]; rec != nil {
+		return rec.l, nil
 	}
-	if old := s.m[t]; old != nil { // ran out, and its timer has not run yet
-		s.expire(t, old)
+	return broker.Lease{}, broker.ErrNotFound
+}
+
+// CreateLease stores a new record with a timer at its expiry.
+func (l *leases) CreateLease(ctx context.Context, lease broker.Lease) (uint64, error) {
+	if err := l.c.check(ctx); err != nil {
+		return 0, err
 	}
-	s.rev++
-	rec := &leaseRec{l: broker.Lease{Tenant: t, Owner: owner, Token: s.rev, ClaimedAt: now,
-		ExpiresAt: now.Add(ttl), TTL: ttl, Version: s.rev}}
-	rec.timer = time.AfterFunc(ttl, func() { s.timerFired(t, rec) })
+	s := l.c.e.leases
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[lease.Tenant] != nil {
+		return 0, broker.ErrExists
+	}
+	rec := &leaseRec{}
+	s.store(rec, lease)
+	rec.timer = time.AfterFunc(time.Until(lease.ExpiresAt), func() { s.timerFired(lease.Tenant, rec) })
+	s.m[lease.Tenant] = rec
+	return rec.l.Version, nil
+}
+
+// ReplaceLease renews a live record (its timer re-arms itself when it fires early) or takes
+// over one that ran out and whose timer has not run yet (expiring it first, so Expired tells).
+func (l *leases) ReplaceLease(ctx context.Context, lease broker.Lease, version uint64) (uint64, error) {
+	if err := l.c.check(ctx); err != nil {
+		return 0, err
+	}
+	s := l.c.e.leases
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := lease.Tenant
+	old := s.m[t]
+	switch {
+	case old == nil || old.l.Version != version:
+		return 0, broker.ErrConflict
+	case lease.Token != 0 && s.live(t, time.Now()) == nil:
+		return 0, broker.ErrConflict // a renewal never resurrects a lease that ran out
+	case lease.Token != 0:
+		s.store(old, lease)
+		return old.l.Version, nil
+	}
+	s.expire(t, old)
+	rec := &leaseRec{}
+	s.store(rec, lease)
+	rec.timer = time.AfterFunc(time.Until(lease.ExpiresAt), func() { s.timerFired(t, rec) })
 	s.m[t] = rec
-	return rec.l, nil
+	return rec.l.Version, nil
 }
 
-// Renew moves the expiry of the stored lease, if it is still old's acquisition at old's version
-// and has not run out. The timer is not moved: when it fires early it re-arms itself.
-func (l *leases) Renew(ctx context.Context, old broker.Lease) (broker.Lease, error) {
-	if err := l.c.check(ctx); err != nil {
-		return broker.Lease{}, err
-	}
-	s := l.c.e.leases
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	rec := s.live(old.Tenant, now)
-	if rec == nil || rec.l.Version != old.Version {
-		return broker.Lease{}, broker.ErrLeaseLost
-	}
+// store writes lease to rec at the next revision, its token that revision when it has none.
+// Called with s.mu held.
+func (s *leaseStore) store(rec *leaseRec, lease broker.Lease) {
 	s.rev++
-	rec.l.ExpiresAt, rec.l.Version = now.Add(rec.l.TTL), s.rev
-	return rec.l, nil
+	lease.Version = s.rev
+	if lease.Token == 0 {
+		lease.Token = s.rev
+	}
+	rec.l = lease
 }
 
-func (l *leases) Release(ctx context.Context, old broker.Lease) error {
+func (l *leases) DeleteLease(ctx context.Context, t tenant.ID, version uint64) error {
 	if err := l.c.check(ctx); err != nil {
 		return err
 	}
 	s := l.c.e.leases
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := s.live(old.Tenant, time.Now())
-	if rec == nil || rec.l.Version != old.Version {
-		return broker.ErrLeaseLost
+	rec := s.m[t]
+	if rec == nil || rec.l.Version != version {
+		return broker.ErrConflict
 	}
 	rec.timer.Stop()
-	delete(s.m, old.Tenant)
+	delete(s.m, t)
 	return nil
 }
 
-func (l *leases) Get(ctx context.Context, t tenant.ID) (broker.Lease, error) {
-	if err := l.c.check(ctx); err != nil {
-		return broker.Lease{}, err
-	}
-	s := l.c.e.leases
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if rec := s.live(t, time.Now()); rec != nil {
-		return rec.l, nil
-	}
-	return broker.Lease{}, broker.ErrNotFound
-}
-
-func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
+func (l *leases) ListLeases(ctx context.Context) ([]broker.Lease, error) {
 	if err := l.c.check(ctx); err != nil {
 		return nil, err
 	}
 	s := l.c.e.leases
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	var out []broker.Lease
-	for t := range s.m {
-		if rec := s.live(t, now); rec != nil {
-			out = append(out, rec.l)
-		}
+	out := make([]broker.Lease, 0, len(s.m))
+	for _, rec := range s.m {
+		out = append(out, rec.l)
 	}
 	return out, nil
 }

@@ -118,7 +118,7 @@ func (e *Engine) Connect() *broker.Backend {
 	return &broker.Backend{
 		Inbox:    &inbox{c: c},
 		Claims:   &claims{c: c},
-		Leases:   &leases{c: c},
+		Leases:   newLeases(c),
 		Results:  &results{c: c},
 		Signals:  &signals{c: c},
 		Jobs:     &jobs{c: c},

@@ -102,10 +102,21 @@ type delivery struct {
 	job     broker.Job // decoded by Next, for the caller alone
 	attempt int
 	behind  int
-	settled bool // acknowledged or dead-lettered through this delivery
+	settled bool   // acknowledged or dead-lettered through this delivery
+	fence   *fence // FencedBy's: the lease every settle is conditioned on
 }
 
-var _ broker.Delivery = (*delivery)(nil)
+var (
+	_ broker.Delivery       = (*delivery)(nil)
+	_ broker.FencedDelivery = (*delivery)(nil)
+)
+
+// FencedBy conditions d's settles on its tenant's lease carrying token: Ack, Retry and
+// DeadLetter hold the lease store's lock, the lease checked, while they change the queue.
+func (d *delivery) FencedBy(token uint64) broker.Delivery {
+	d.fence = &fence{t: d.q.t, token: token}
+	return d
+}
 
 func (d *delivery) decode() error {
 	if err := json.Unmarshal(d.msg.data, &d.job); err != nil {
@@ -125,11 +136,11 @@ func (d *delivery) Extend(ctx context.Context) error {
 }
 
 func (d *delivery) Ack(ctx context.Context) error {
-	return d.settle(ctx, "ack", true, func(*inboxStore, time.Time) { d.remove() })
+	return d.fencedSettle(ctx, "ack", true, func(*inboxStore, time.Time) { d.remove() })
 }
 
 func (d *delivery) Retry(ctx context.Context, delay time.Duration) error {
-	return d.settle(ctx, "retry", false, func(_ *inboxStore, now time.Time) {
+	return d.fencedSettle(ctx, "retry", false, func(_ *inboxStore, now time.Time) {
 		c := d.q.cons
 		c.cur, c.hold = nil, now.Add(max(delay, 0))
 		d.q.tq.changed.fire()
@@ -145,10 +156,22 @@ func (d *delivery) DeadLetter(ctx context.Context, reason string) error {
 	if err != nil {
 		return fmt.Errorf("mem: dead-letter job %s: %w", d.msg.jobID, err)
 	}
-	return d.settle(ctx, "dead-letter", true, func(s *inboxStore, _ time.Time) {
+	return d.fencedSettle(ctx, "dead-letter", true, func(s *inboxStore, _ time.Time) {
 		s.addDeadLetter(d.q.t, d.msg.jobID, data)
 		d.remove()
 	})
+}
+
+// fencedSettle is settle conditioned on d's fence, if it has one.
+func (d *delivery) fencedSettle(ctx context.Context, what string, repeat bool, op func(s *inboxStore, now time.Time)) error {
+	if d.fence != nil {
+		unlock, err := d.q.c.e.leases.hold(d.fence, what+" job "+d.msg.jobID)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	return d.settle(ctx, what, repeat, op)
 }
 
 // settle applies op to the current delivery under the store's lock. A delivery that was

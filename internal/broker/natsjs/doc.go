@@ -8,7 +8,9 @@
 //	                                            first message and removes the ones it has done together (queue.go);
 //	                                            records the inbox's shards (metadata wo_inbox_shards)
 //	stream WO_IN_<k>   wo.in<k>.<project>.<user> shard k of the inbox (k ≥ 1), the same; a tenant's shard is a hash of it
-//	stream WO_RESULTS  wo.out.<project>.<user>  limits (7 days), fsync'd; consumer "router"
+//	stream WO_RESULTS  wo.out.<project>.<user>  limits (7 days), fsync'd; consumer "router" (filtered to them)
+//	                   wo.out.f.<project>.<user> the tenant's fence key: its newest lease's token, which a
+//	                                            holder's result is published on the condition of (fence.go)
 //	stream WO_RESULTS_<k> wo.out<k>.<project>.<user> result shard k (k ≥ 1), the same; a tenant's results go
 //	                                            to the shard of its jobs' inbox shard
 //	stream WO_DLQ      wo.dlq.<project>.<user>  limits (30 days)

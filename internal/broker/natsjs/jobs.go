@@ -91,7 +91,11 @@ func (j *jobs) remember(id string, w writtenRecord, ok bool) {
 	putBounded(&j.written, id, w)
 }
 
-var _ broker.Jobs = (*jobs)(nil)
+var (
+	_ broker.Jobs          = (*jobs)(nil)
+	_ broker.RecordStore   = (*jobs)(nil)
+	_ broker.CachedRecords = (*jobs)(nil)
+)
 
 func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	data, err := json.Marshal(rec)
@@ -130,40 +134,40 @@ func (j *jobs) get(ctx context.Context, id string) (broker.JobRecord, uint64, er
 	return rec, e.Revision(), nil
 }
 
+// Update is broker.UpdateRecord: it starts from this client's last write of the record, if it
+// remembers one.
 func (j *jobs) Update(ctx context.Context, id string, fn func(*broker.JobRecord) error) (broker.JobRecord, error) {
-	last, cached := j.lastWrite(id)
-	for {
-		var rec broker.JobRecord
-		var rev uint64
-		var err error
-		if cached {
-			err = json.Unmarshal(last.data, &rec)
-			rev = last.rev
-		} else {
-			rec, rev, err = j.get(ctx, id)
-		}
-		if err != nil {
-			return rec, err
-		}
-		if err := fn(&rec); err != nil {
-			if cached { // fn judges the current record, and ours may be behind: read it
-				cached = false
-				continue
-			}
-			return rec, err
-		}
-		data, err := json.Marshal(rec)
-		if err != nil {
-			return rec, fmt.Errorf("natsjs: encode job record %s: %w", id, err)
-		}
-		rev, err = j.kv.Update(ctx, id, data, rev)
-		if isWrongLastSeq(err) {
-			cached = false
-			continue
-		}
-		j.remember(id, writtenRecord{data: data, rev: rev}, err == nil)
-		return rec, ctxErr(ctx, wrap("update record for", id, err))
+	return broker.UpdateRecord(ctx, j, id, fn, nil)
+}
+
+// ReadRecord returns id's record and its revision.
+func (j *jobs) ReadRecord(ctx context.Context, id string) (broker.JobRecord, uint64, error) {
+	return j.get(ctx, id)
+}
+
+// LastWritten decodes this client's last write of id, if it remembers one.
+func (j *jobs) LastWritten(id string) (broker.JobRecord, uint64, bool) {
+	w, ok := j.lastWrite(id)
+	var rec broker.JobRecord
+	if !ok || json.Unmarshal(w.data, &rec) != nil {
+		return broker.JobRecord{}, 0, false
 	}
+	return rec, w.rev, true
+}
+
+// WriteRecord updates the key at revision rev and remembers the write (forgets it on failure).
+// The records' stream cannot condition a write on a lease: h is never given (no FencedJobs).
+func (j *jobs) WriteRecord(ctx context.Context, id string, rec broker.JobRecord, rev uint64, _ *broker.Holder) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("natsjs: encode job record %s: %w", id, err)
+	}
+	rev, err = j.kv.Update(ctx, id, data, rev)
+	j.remember(id, writtenRecord{data: data, rev: rev}, err == nil)
+	if isWrongLastSeq(err) {
+		return broker.ErrConflict
+	}
+	return ctxErr(ctx, wrap("update record for", id, err))
 }
 
 // Recent reads the tail of the bucket's stream rather than listing every key: the newest

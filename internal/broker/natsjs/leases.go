@@ -13,18 +13,33 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// leases keeps one key per tenant in a KV bucket with per-key TTL. The fencing token is the
-// revision of the acquiring write: revisions are the bucket stream's sequence numbers, so they
-// increase strictly across all tenants. A record is live until the ExpiresAt written in it:
-// Acquire takes over one past it (takeExpired) even if the engine never removed it. Renewal publishes with expected-last-subject-sequence
-// and a fresh per-message TTL (kv.Update would drop the TTL). Expiry is also checked against
-// the ExpiresAt written in the value, because the server removes expired keys up to ~250 ms late.
-type leases struct {
+// leaseStore keeps one key per tenant in a KV bucket with per-key TTL, under the lease rules
+// of broker.NewLeases. The fencing token is the revision of the acquiring write: revisions are
+// the bucket stream's sequence numbers, so they increase strictly across all tenants. A record
+// is live until the ExpiresAt written in it: Acquire takes over one past it even if the engine
+// never removed it (an engine that crashed around an expiry was seen to bring an expired record
+// back and never expire it again, so a create would find the key forever). A replacement
+// publishes with expected-last-subject-sequence and a fresh per-message TTL (kv.Update would
+// drop the TTL). The server removes expired keys up to ~250 ms late; the rules judge expiry by
+// the ExpiresAt written in the value.
+type leaseStore struct {
 	kv jetstream.KeyValue
 	js jetstream.JetStream
 }
 
-var _ broker.Leases = (*leases)(nil)
+var _ broker.LeaseStore = (*leaseStore)(nil)
+
+// leases is the lease rules over leaseStore, with the tenant's fence key raised by every
+// acquisition before Acquire returns, so a result the previous holder publishes afterwards is
+// refused by the results stream.
+type leases struct {
+	broker.Leases
+	fences *fences
+}
+
+func newLeases(kv jetstream.KeyValue, js jetstream.JetStream, f *fences) *leases {
+	return &leases{Leases: broker.NewLeases(&leaseStore{kv: kv, js: js}, time.Second), fences: f}
+}
 
 type leaseValue struct {
 	Owner     string        `json:"owner"`
@@ -43,115 +58,84 @@ func (v leaseValue) lease(t tenant.ID, version uint64) broker.Lease {
 		ExpiresAt: v.ExpiresAt, TTL: v.TTL, Version: version}
 }
 
+func valueOf(l broker.Lease) []byte {
+	data, _ := json.Marshal(leaseValue{Owner: l.Owner, Token: l.Token, ClaimedAt: l.ClaimedAt, ExpiresAt: l.ExpiresAt, TTL: l.TTL})
+	return data
+}
+
 func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl time.Duration) (broker.Lease, error) {
-	if ttl < time.Second {
-		return broker.Lease{}, fmt.Errorf("natsjs: lease ttl %s is below the 1s minimum", ttl)
+	lease, err := l.Leases.Acquire(ctx, t, owner, ttl)
+	if err != nil {
+		return lease, err
 	}
-	now := time.Now()
-	v := leaseValue{Owner: owner, ClaimedAt: now, ExpiresAt: now.Add(ttl), TTL: ttl}
-	data, _ := json.Marshal(v)
-	for range maxTakeovers {
-		rev, err := l.kv.Create(ctx, t.Subject(), data, jetstream.KeyTTL(ttl))
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
-			rev, err = l.takeExpired(ctx, t, data, ttl)
-		}
-		if errors.Is(err, errGone) {
-			continue
-		}
-		if err != nil {
-			return broker.Lease{}, err
-		}
-		return v.lease(t, rev), nil
-	}
-	return broker.Lease{}, broker.ErrLeaseHeld
+	return l.fence(ctx, lease)
 }
 
-// maxTakeovers bounds Acquire's tries when the record it found changes under it.
-const maxTakeovers = 3
-
-// errGone: the record Acquire found changed or went away before it could take it over.
-var errGone = errors.New("natsjs: lease record changed")
-
-// takeExpired takes over t's record when its own expiry time has passed, whatever the engine
-// kept: its per-message TTL is the engine's cleanup, not the truth (an engine that crashed
-// around an expiry was seen to bring an expired record back and never expire it again, so
-// a Create would find the key forever). The takeover is a compare-and-set on the record's
-// revision with a fresh TTL; a live record is ErrLeaseHeld, one that changed meanwhile errGone.
-func (l *leases) takeExpired(ctx context.Context, t tenant.ID, data []byte, ttl time.Duration) (uint64, error) {
-	e, err := l.kv.Get(ctx, t.Subject())
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return 0, errGone
+// fence raises the fence key of a lease just acquired. When it cannot, the lease is released
+// (compare-and-delete) and the error returned: a holder that cannot fence must not hold.
+func (l *leases) fence(ctx context.Context, lease broker.Lease) (broker.Lease, error) {
+	_, err := l.fences.mark(ctx, lease.Tenant, lease.Token, true)
+	if err == nil {
+		return lease, nil
 	}
-	if err != nil {
-		return 0, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", t, err))
+	_ = l.Release(context.WithoutCancel(ctx), lease)
+	if errors.Is(err, broker.ErrLeaseLost) { // a newer acquisition raised it already
+		return broker.Lease{}, broker.ErrLeaseHeld
 	}
-	if _, err := liveLease(t, e); !errors.Is(err, broker.ErrNotFound) {
-		return 0, broker.ErrLeaseHeld // live, or unreadable: never taken from under its owner
-	}
-	ack, err := l.js.Publish(ctx, "$KV."+bucketLeases+"."+t.Subject(), data,
-		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(ttl))
-	if isWrongLastSeq(err) {
-		return 0, errGone
-	}
-	if err != nil {
-		return 0, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", t, err))
-	}
-	return ack.Sequence, nil
+	return broker.Lease{}, fmt.Errorf("natsjs: acquire %s: %w", lease.Tenant, err)
 }
 
-func (l *leases) Renew(ctx context.Context, old broker.Lease) (broker.Lease, error) {
-	now := time.Now()
-	if !now.Before(old.ExpiresAt) {
-		return broker.Lease{}, broker.ErrLeaseLost
-	}
-	v := leaseValue{Owner: old.Owner, Token: old.Token, ClaimedAt: old.ClaimedAt, ExpiresAt: now.Add(old.TTL), TTL: old.TTL}
-	data, _ := json.Marshal(v)
-	ack, err := l.js.Publish(ctx, "$KV."+bucketLeases+"."+old.Tenant.Subject(), data,
-		jetstream.WithExpectLastSequencePerSubject(old.Version), jetstream.WithMsgTTL(old.TTL))
-	if isWrongLastSeq(err) {
-		return broker.Lease{}, broker.ErrLeaseLost
-	}
-	if err != nil {
-		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("natsjs: renew %s: %w", old.Tenant, err))
-	}
-	return v.lease(old.Tenant, ack.Sequence), nil
-}
-
-func (l *leases) Release(ctx context.Context, old broker.Lease) error {
-	err := l.kv.Delete(ctx, old.Tenant.Subject(), jetstream.LastRevision(old.Version))
-	if isWrongLastSeq(err) {
-		return broker.ErrLeaseLost
-	}
-	if err != nil {
-		return ctxErr(ctx, fmt.Errorf("natsjs: release %s: %w", old.Tenant, err))
-	}
-	return nil
-}
-
-func (l *leases) Get(ctx context.Context, t tenant.ID) (broker.Lease, error) {
-	e, err := l.kv.Get(ctx, t.Subject())
+func (s *leaseStore) ReadLease(ctx context.Context, t tenant.ID) (broker.Lease, error) {
+	e, err := s.kv.Get(ctx, t.Subject())
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return broker.Lease{}, broker.ErrNotFound
 	}
 	if err != nil {
 		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("natsjs: get lease %s: %w", t, err))
 	}
-	return liveLease(t, e)
-}
-
-func liveLease(t tenant.ID, e jetstream.KeyValueEntry) (broker.Lease, error) {
 	var v leaseValue
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
 		return broker.Lease{}, fmt.Errorf("natsjs: lease %s: %w", t, err)
 	}
-	if !time.Now().Before(v.ExpiresAt) {
-		return broker.Lease{}, broker.ErrNotFound
-	}
 	return v.lease(t, e.Revision()), nil
 }
 
-func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
-	keys, err := l.kv.ListKeys(ctx)
+func (s *leaseStore) CreateLease(ctx context.Context, l broker.Lease) (uint64, error) {
+	rev, err := s.kv.Create(ctx, l.Tenant.Subject(), valueOf(l), jetstream.KeyTTL(l.TTL))
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+		return 0, broker.ErrExists
+	}
+	if err != nil {
+		return 0, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", l.Tenant, err))
+	}
+	return rev, nil
+}
+
+func (s *leaseStore) ReplaceLease(ctx context.Context, l broker.Lease, version uint64) (uint64, error) {
+	ack, err := s.js.Publish(ctx, "$KV."+bucketLeases+"."+l.Tenant.Subject(), valueOf(l),
+		jetstream.WithExpectLastSequencePerSubject(version), jetstream.WithMsgTTL(l.TTL))
+	if isWrongLastSeq(err) {
+		return 0, broker.ErrConflict
+	}
+	if err != nil {
+		return 0, ctxErr(ctx, fmt.Errorf("natsjs: write the lease of %s: %w", l.Tenant, err))
+	}
+	return ack.Sequence, nil
+}
+
+func (s *leaseStore) DeleteLease(ctx context.Context, t tenant.ID, version uint64) error {
+	err := s.kv.Delete(ctx, t.Subject(), jetstream.LastRevision(version))
+	if isWrongLastSeq(err) {
+		return broker.ErrConflict
+	}
+	if err != nil {
+		return ctxErr(ctx, fmt.Errorf("natsjs: release %s: %w", t, err))
+	}
+	return nil
+}
+
+func (s *leaseStore) ListLeases(ctx context.Context) ([]broker.Lease, error) {
+	keys, err := s.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: list leases: %w", err))
 	}
@@ -161,7 +145,7 @@ func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
 		if err != nil {
 			continue
 		}
-		if lease, err := l.Get(ctx, t); err == nil {
+		if lease, err := s.ReadLease(ctx, t); err == nil {
 			out = append(out, lease)
 		}
 	}
@@ -169,8 +153,8 @@ func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
 }
 
 // Expired watches the bucket for TTL markers (reported as purges; a release is a delete).
-func (l *leases) Expired(ctx context.Context) (<-chan tenant.ID, error) {
-	w, err := l.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+func (s *leaseStore) Expired(ctx context.Context) (<-chan tenant.ID, error) {
+	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly())
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("natsjs: watch leases: %w", err))
 	}

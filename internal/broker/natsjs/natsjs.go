@@ -96,6 +96,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		return nil, fmt.Errorf("natsjs: %w", err)
 	}
 	a := &adapter{nc: nc, js: js, cfg: cfg}
+	a.fences = &fences{a: a}
 	if err := a.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 	return &broker.Backend{
 		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,
-		Leases:   &leases{kv: a.leases, js: js},
+		Leases:   newLeases(a.leases, js, a.fences),
 		Results:  rs,
 		Signals:  &signals{nc: nc},
 		Jobs:     jb,
@@ -126,6 +127,7 @@ type adapter struct {
 	dlq                             jetstream.Stream
 	leases, jobs, workers, claimsKV jetstream.KeyValue
 	jobsStream                      jetstream.Stream // the stream under the jobs bucket
+	fences                          *fences          // the tenants' fence keys in the results
 }
 
 func (a *adapter) setup(ctx context.Context) error {
@@ -213,7 +215,8 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 	for k := range a.results {
 		name, subject := resultShardNamed(k)
 		a.results[k].subject = subject
-		if a.results[k].stream, err = a.stream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject + "*.*"},
+		// Results, and each tenant's fence key (see fences).
+		if a.results[k].stream, err = a.stream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject + "*.*", subject + "f.*.*"},
 			MaxAge: 7 * 24 * time.Hour, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
 			return err
 		}
@@ -286,12 +289,13 @@ func (a *adapter) stream(ctx context.Context, cfg jetstream.StreamConfig) (jetst
 
 func (a *adapter) setupConsumers(ctx context.Context) error {
 	var err error
-	cfg := jetstream.ConsumerConfig{
-		Durable: consumerResults, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ResultAckWait,
-		MaxAckPending: 1000, MaxDeliver: -1, Replicas: a.cfg.Replicas,
-	}
 	for k := range a.results {
 		sh := &a.results[k]
+		cfg := jetstream.ConsumerConfig{
+			Durable: consumerResults, AckPolicy: jetstream.AckExplicitPolicy, AckWait: a.cfg.ResultAckWait,
+			MaxAckPending: 1000, MaxDeliver: -1, Replicas: a.cfg.Replicas,
+			FilterSubject: sh.subject + "*.*", // not the fence keys
+		}
 		sh.consumer, err = settle(ctx, a, func(ctx context.Context) (jetstream.Consumer, error) {
 			return sh.stream.CreateOrUpdateConsumer(ctx, cfg)
 		})

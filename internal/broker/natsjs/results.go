@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
 // results publishes to the tenant's result shard and reads every shard: a goroutine per
@@ -34,7 +35,10 @@ func newResults(a *adapter) *results {
 	return &results{a: a, next: make(chan fetched), ctx: ctx, cancel: cancel}
 }
 
-var _ broker.Results = (*results)(nil)
+var (
+	_ broker.Results       = (*results)(nil)
+	_ broker.FencedResults = (*results)(nil)
+)
 
 func (r *results) Publish(ctx context.Context, res broker.Result) error {
 	data, err := json.Marshal(res)
@@ -47,6 +51,32 @@ func (r *results) Publish(ctx context.Context, res broker.Result) error {
 		return ctxErr(ctx, fmt.Errorf("natsjs: publish result %s: %w", res.JobID, err))
 	}
 	return nil
+}
+
+// PublishFenced publishes res on the condition that t's fence key is still the one carrying
+// token (see fences); a changed key is read again once: a newer token refuses the result.
+func (r *results) PublishFenced(ctx context.Context, t tenant.ID, token uint64, res broker.Result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("natsjs: encode result %s: %w", res.JobID, err)
+	}
+	sh := r.a.results[shardIndex(t, len(r.a.results))]
+	for try := range 2 {
+		m, err := r.a.fences.mark(ctx, t, token, try > 0)
+		if err != nil {
+			return err
+		}
+		_, err = r.a.js.Publish(ctx, sh.subject+t.Subject(), data, jetstream.WithMsgID("result-"+res.JobID),
+			jetstream.WithExpectLastSequenceForSubject(m.seq, sh.fenceSubject(t)))
+		if isWrongLastSeq(err) {
+			continue
+		}
+		if err != nil {
+			return ctxErr(ctx, fmt.Errorf("natsjs: publish result %s: %w", res.JobID, err))
+		}
+		return nil
+	}
+	return fmt.Errorf("natsjs: publish result %s: the fence of %s keeps changing; try again", res.JobID, t)
 }
 
 // Next returns the next result of any shard; an error of one shard's pull is returned as it

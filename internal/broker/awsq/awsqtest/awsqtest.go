@@ -26,7 +26,8 @@ import (
 type DynamoDB int
 
 const (
-	// Dynalite is fast and needs only node (no transactions, no TTL: awsq uses neither).
+	// Dynalite is fast and needs only node (no TTL, which awsq does not use, and no
+	// transactions: Config sets awsq.Config.NoTransactions for it).
 	Dynalite DynamoDB = iota
 	// DynamoDBLocal is AWS's own emulator (Java; skipped where it cannot run).
 	DynamoDBLocal
@@ -49,6 +50,8 @@ func Config(t testing.TB, opts Options) awsq.Config {
 	ddb := awstest.Dynalite
 	if opts.DynamoDB == DynamoDBLocal {
 		ddb = awstest.DynamoDBLocal
+	} else {
+		cfg.NoTransactions = true
 	}
 	cfg.DynamoDBEndpoint = ddb(t)
 	cfg.SQSEndpoint, cfg.S3Endpoint = sqs, sqs
