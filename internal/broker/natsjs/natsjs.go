@@ -105,7 +105,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 	return &broker.Backend{
 		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,
-		Leases:   &leases{kv: a.leases, js: js},
+		Leases:   &leases{shards: a.leases, js: js},
 		Results:  rs,
 		Signals:  &signals{nc: nc},
 		Jobs:     jb,
@@ -121,11 +121,13 @@ type adapter struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	inbox                           []shard       // by shardOf(tenant)
-	results                         []resultShard // by shardIndex(tenant), as many as inbox
-	dlq                             jetstream.Stream
-	leases, jobs, workers, claimsKV jetstream.KeyValue
-	jobsStream                      jetstream.Stream // the stream under the jobs bucket
+	inbox                   []shard       // by shardOf(tenant)
+	results                 []resultShard // by shardIndex(tenant), as many as inbox
+	dlq                     jetstream.Stream
+	leaseShards             int          // the deployment's, see setupExisting
+	leases                  []leaseShard // by shardIndex(tenant)
+	jobs, workers, claimsKV jetstream.KeyValue
+	jobsStream              jetstream.Stream // the stream under the jobs bucket
 }
 
 func (a *adapter) setup(ctx context.Context) error {
@@ -139,8 +141,9 @@ func (a *adapter) setup(ctx context.Context) error {
 }
 
 // setupExisting reads what an existing deployment decided, from its WO_IN stream: the number
-// of inbox shards (always), and the replicas when Config.Replicas is 0. Without WO_IN: the
-// configured shards, and 3 replicas on a cluster, 1 on a single server.
+// of inbox shards and of lease shards (always), and the replicas when Config.Replicas is 0.
+// Without WO_IN: the configured shards for both, and 3 replicas on a cluster, 1 on a single
+// server.
 func (a *adapter) setupExisting(ctx context.Context) error {
 	s, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.Stream(ctx, streamInbox) })
 	switch {
@@ -162,7 +165,18 @@ func (a *adapter) setupExisting(ctx context.Context) error {
 			return err
 		}
 		a.cfg.InboxShards = max(a.cfg.InboxShards, n)
+		// The same for the leases, whose record is on WO_IN too (a deployment from before
+		// lease shards has none and keeps wo_leases alone, whatever its inbox shards).
+		a.leaseShards = 1
+		if n, err := strconv.Atoi(cfg.Metadata[metaLeaseShards]); err == nil && n > 0 {
+			a.leaseShards = n
+		}
+		if n, err = a.existingLeaseShards(ctx); err != nil {
+			return err
+		}
+		a.leaseShards = max(a.leaseShards, n)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
+		a.leaseShards = a.cfg.InboxShards
 		if a.cfg.Replicas == 0 {
 			a.cfg.Replicas = 1
 			if a.nc.ConnectedClusterName() != "" {
@@ -192,6 +206,23 @@ func (a *adapter) existingShards(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// existingLeaseShards counts the leases' buckets that exist: wo_leases and wo_leases_1, … up
+// to the first missing one.
+func (a *adapter) existingLeaseShards(ctx context.Context) (int, error) {
+	n := 1
+	for ; n < maxInboxShards; n++ {
+		name := leaseBucketNamed(n)
+		_, err := settle(ctx, a, func(ctx context.Context) (jetstream.KeyValue, error) { return a.js.KeyValue(ctx, name) })
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	return n, nil
+}
+
 func (a *adapter) setupStreams(ctx context.Context) error {
 	var err error
 	r := a.cfg.Replicas
@@ -202,7 +233,8 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 			Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r,
 			AllowDirect: true} // Pending reads it without the JetStream API (see directPending)
 		if k == 0 {
-			cfg.Metadata = map[string]string{metaShards: strconv.Itoa(a.cfg.InboxShards)}
+			cfg.Metadata = map[string]string{metaShards: strconv.Itoa(a.cfg.InboxShards),
+				metaLeaseShards: strconv.Itoa(a.leaseShards)}
 		}
 		if sh.Stream, err = a.stream(ctx, cfg); err != nil {
 			return err
@@ -305,9 +337,14 @@ func (a *adapter) setupConsumers(ctx context.Context) error {
 func (a *adapter) setupBuckets(ctx context.Context) error {
 	var err error
 	r := a.cfg.Replicas
-	if a.leases, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketLeases, History: 1,
-		LimitMarkerTTL: time.Second, Replicas: r}); err != nil {
-		return err
+	a.leases = make([]leaseShard, a.leaseShards)
+	for k := range a.leases {
+		sh := leaseShard{bucket: leaseBucketNamed(k)}
+		if sh.kv, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: sh.bucket, History: 1,
+			LimitMarkerTTL: time.Second, Replicas: r}); err != nil {
+			return err
+		}
+		a.leases[k] = sh
 	}
 	if a.jobs, err = a.jobsBucket(ctx); err != nil {
 		return err

@@ -25,6 +25,9 @@ const maxInboxShards = 64
 // metaShards is the key on WO_IN's metadata that records the deployment's inbox shards.
 const metaShards = "wo_inbox_shards"
 
+// metaLeaseShards is the key on WO_IN's metadata that records the deployment's lease shards.
+const metaLeaseShards = "wo_lease_shards"
+
 // shard is one of the inbox's streams: WO_IN with subjects wo.in.<p>.<u>, or WO_IN_<k> with
 // wo.in<k>.<p>.<u> (streams may not share subjects).
 type shard struct {
