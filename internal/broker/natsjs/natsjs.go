@@ -57,7 +57,7 @@ type Config struct {
 	// in parallel. The results are split over as many streams (WO_RESULTS, WO_RESULTS_1, …),
 	// a tenant's in the shard of its jobs. An existing deployment keeps the number recorded
 	// on WO_IN (1 when it records none), so every process agrees on where a tenant's jobs
-	// and results are. Default 4.
+	// and results are. Default 16 on one replica, 4 on more (see defaultInboxShards).
 	InboxShards int
 	// Logger receives the backend's own logs (a claims watch that fell behind). Default
 	// slog.Default().
@@ -77,10 +77,7 @@ func (c Config) withDefaults() Config {
 	if c.JobRetention == 0 {
 		c.JobRetention = broker.JobRetention
 	}
-	if c.InboxShards <= 0 {
-		c.InboxShards = defaultInboxShards
-	}
-	c.InboxShards = min(c.InboxShards, maxInboxShards)
+	c.InboxShards = min(max(c.InboxShards, 0), maxInboxShards) // 0: the default, once the replicas are known
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -176,13 +173,19 @@ func (a *adapter) setupExisting(ctx context.Context) error {
 		}
 		a.leaseShards = max(a.leaseShards, n)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		a.leaseShards = a.cfg.InboxShards
 		if a.cfg.Replicas == 0 {
 			a.cfg.Replicas = 1
 			if a.nc.ConnectedClusterName() != "" {
 				a.cfg.Replicas = 3
 			}
 		}
+		if a.cfg.InboxShards == 0 {
+			a.cfg.InboxShards = defaultInboxShards
+			if a.cfg.Replicas > 1 {
+				a.cfg.InboxShards = defaultClusterShards
+			}
+		}
+		a.leaseShards = a.cfg.InboxShards
 	default:
 		return fmt.Errorf("stream %s: %w", streamInbox, err)
 	}
