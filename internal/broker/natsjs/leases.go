@@ -18,10 +18,11 @@ import (
 // leases keeps one key per tenant in a KV bucket with per-key TTL, the bucket of the tenant's
 // lease shard (see leaseShard). The fencing token is the revision of the acquiring write:
 // revisions are the bucket stream's sequence numbers, so they increase strictly across the
-// tenants of a shard, and a tenant's lease is always in the same shard. A record is live until the ExpiresAt written in it:
-// Acquire takes over one past it (takeExpired) even if the engine never removed it. Renewal publishes with expected-last-subject-sequence
-// and a fresh per-message TTL (kv.Update would drop the TTL). Expiry is also checked against
-// the ExpiresAt written in the value, because the server removes expired keys up to ~250 ms late.
+// tenants of a shard, and a tenant's lease is always in the same shard. A record is live
+// until the ExpiresAt written in it: Acquire takes over one past it (takeExpired) even if the
+// engine never removed it. Renewal publishes with expected-last-subject-sequence and a fresh
+// per-message TTL (kv.Update would drop the TTL). Expiry is also checked against the
+// ExpiresAt written in the value, because the server removes expired keys up to ~250 ms late.
 type leases struct {
 	shards []leaseShard // by shardIndex(tenant)
 	js     jetstream.JetStream
@@ -195,8 +196,8 @@ func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
 }
 
 // Expired watches the buckets for TTL markers (reported as purges; a release is a delete).
-func (l *leases) Expired(ctx context.Context) (<-chan tenant.ID, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func (l *leases) Expired(parent context.Context) (<-chan tenant.ID, error) {
+	ctx, cancel := context.WithCancel(parent)
 	var watchers []jetstream.KeyWatcher
 	for _, sh := range l.shards {
 		w, err := sh.kv.WatchAll(ctx, jetstream.UpdatesOnly())
@@ -205,7 +206,7 @@ func (l *leases) Expired(ctx context.Context) (<-chan tenant.ID, error) {
 			for _, w := range watchers {
 				_ = w.Stop()
 			}
-			return nil, ctxErr(ctx, fmt.Errorf("natsjs: watch leases: %w", err))
+			return nil, ctxErr(parent, fmt.Errorf("natsjs: watch leases: %w", err))
 		}
 		watchers = append(watchers, w)
 	}
