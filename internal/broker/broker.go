@@ -190,8 +190,9 @@ type Claim interface {
 type Lease struct {
 	Tenant tenant.ID `json:"tenant"`
 	Owner  string    `json:"owner"`
-	// Token is the fencing token: it increases strictly with every acquisition of any tenant's
-	// lease and stays the same across renewals of one acquisition.
+	// Token is the fencing token: it increases strictly with every acquisition of the tenant's
+	// lease and stays the same across renewals of one acquisition. Tokens of different
+	// tenants are not ordered with one another.
 	Token     uint64        `json:"token"`
 	ClaimedAt time.Time     `json:"claimedAt"`
 	ExpiresAt time.Time     `json:"expiresAt"`

@@ -10,7 +10,8 @@ import (
 )
 
 // LeaseStore is the storage a backend gives NewLeases, the lease rules written once: one
-// record per tenant whose version changes with every write and increases across all tenants.
+// record per tenant whose version increases strictly with every write of that tenant's record
+// (natsjs: the sequence of the tenant's lease bucket, which other tenants share).
 // The fencing token of an acquisition is the version of its write: a lease stored with Token 0
 // reads back with its version as its token, and a renewal stores its token as it is.
 type LeaseStore interface {

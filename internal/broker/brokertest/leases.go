@@ -94,16 +94,17 @@ func oneWinner(t *testing.T, leases []broker.Lease, errs []error) broker.Lease {
 	return winners[0]
 }
 
-// testTokensIncrease: every acquisition, of the same tenant after release or of another
-// tenant, gets a strictly greater token.
+// testTokensIncrease: every acquisition of a tenant's lease gets a token greater than the
+// tenant's earlier ones; tenants' tokens need not be ordered with one another (a backend may
+// keep leases in several streams, each with its own sequence).
 func testTokensIncrease(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
 	first := mustAcquire(t, ctx, b.Leases, tenantA, "worker-1", longTTL)
+	other := mustAcquire(t, ctx, b.Leases, tenantB, "worker-3", longTTL)
 	fatalIfErr(t, b.Leases.Release(ctx, first), "release")
 	again := mustAcquire(t, ctx, b.Leases, tenantA, "worker-2", longTTL)
-	other := mustAcquire(t, ctx, b.Leases, tenantB, "worker-3", longTTL)
-	if !(first.Token < again.Token && again.Token < other.Token) {
-		t.Errorf("expected strictly increasing tokens, got %d (%s), %d (%s after release), %d (%s)",
+	if !(first.Token < again.Token) || other.Token == 0 {
+		t.Errorf("expected strictly increasing tokens per tenant, got %d (%s), %d (%s after release); %d (%s)",
 			first.Token, tenantA, again.Token, tenantA, other.Token, tenantB)
 	}
 }

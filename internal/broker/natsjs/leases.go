@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,18 +15,39 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// leaseStore keeps one key per tenant in a KV bucket with per-key TTL, under the lease rules
-// of broker.NewLeases. The fencing token is the revision of the acquiring write: revisions are
-// the bucket stream's sequence numbers, so they increase strictly across all tenants. A record
-// is live until the ExpiresAt written in it: Acquire takes over one past it even if the engine
-// never removed it (an engine that crashed around an expiry was seen to bring an expired record
-// back and never expire it again, so a create would find the key forever). A replacement
-// publishes with expected-last-subject-sequence and a fresh per-message TTL (kv.Update would
-// drop the TTL). The server removes expired keys up to ~250 ms late; the rules judge expiry by
-// the ExpiresAt written in the value.
+// leaseStore keeps one key per tenant in a KV bucket with per-key TTL, the bucket of the
+// tenant's lease shard (see leaseShard), under the lease rules of broker.NewLeases. The fencing
+// token is the revision of the acquiring write: revisions are the bucket stream's sequence
+// numbers, so they increase strictly across the tenants of a shard, and a tenant's lease is
+// always in the same shard. A record is live until the ExpiresAt written in it: Acquire takes
+// over one past it even if the engine never removed it (an engine that crashed around an
+// expiry was seen to bring an expired record back and never expire it again, so a create
+// would find the key forever). A replacement publishes with expected-last-subject-sequence and
+// a fresh per-message TTL (kv.Update would drop the TTL). The server removes expired keys up
+// to ~250 ms late; the rules judge expiry by the ExpiresAt written in the value.
 type leaseStore struct {
-	kv jetstream.KeyValue
-	js jetstream.JetStream
+	shards []leaseShard // by shardIndex(tenant)
+	js     jetstream.JetStream
+}
+
+// leaseShard is one of the leases' buckets: wo_leases, wo_leases_1, … A server stores and
+// fsyncs one stream's writes one after another, and a claim costs two synced lease writes
+// (create, delete), so one bucket bounded claims per second; a deployment splits its leases
+// over as many buckets as its inbox shards, whose fsyncs the file system commits together.
+type leaseShard struct {
+	kv     jetstream.KeyValue
+	bucket string
+}
+
+// of is t's lease shard.
+func (s *leaseStore) of(t tenant.ID) leaseShard { return s.shards[shardIndex(t, len(s.shards))] }
+
+// leaseBucketNamed is the name of lease shard k's bucket.
+func leaseBucketNamed(k int) string {
+	if k == 0 {
+		return bucketLeases
+	}
+	return bucketLeases + "_" + strconv.Itoa(k)
 }
 
 var _ broker.LeaseStore = (*leaseStore)(nil)
@@ -34,12 +57,17 @@ var _ broker.LeaseStore = (*leaseStore)(nil)
 // refused by the results stream.
 type leases struct {
 	broker.Leases
+	store  *leaseStore
 	fences *fences
 }
 
-func newLeases(kv jetstream.KeyValue, js jetstream.JetStream, f *fences) *leases {
-	return &leases{Leases: broker.NewLeases(&leaseStore{kv: kv, js: js}, time.Second), fences: f}
+func newLeases(shards []leaseShard, js jetstream.JetStream, f *fences) *leases {
+	s := &leaseStore{shards: shards, js: js}
+	return &leases{Leases: broker.NewLeases(s, time.Second), store: s, fences: f}
 }
+
+// of is t's lease shard.
+func (l *leases) of(t tenant.ID) leaseShard { return l.store.of(t) }
 
 type leaseValue struct {
 	Owner     string        `json:"owner"`
@@ -86,7 +114,7 @@ func (l *leases) fence(ctx context.Context, lease broker.Lease) (broker.Lease, e
 }
 
 func (s *leaseStore) ReadLease(ctx context.Context, t tenant.ID) (broker.Lease, error) {
-	e, err := s.kv.Get(ctx, t.Subject())
+	e, err := s.of(t).kv.Get(ctx, t.Subject())
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return broker.Lease{}, broker.ErrNotFound
 	}
@@ -101,7 +129,7 @@ func (s *leaseStore) ReadLease(ctx context.Context, t tenant.ID) (broker.Lease, 
 }
 
 func (s *leaseStore) CreateLease(ctx context.Context, l broker.Lease) (uint64, error) {
-	rev, err := s.kv.Create(ctx, l.Tenant.Subject(), valueOf(l), jetstream.KeyTTL(l.TTL))
+	rev, err := s.of(l.Tenant).kv.Create(ctx, l.Tenant.Subject(), valueOf(l), jetstream.KeyTTL(l.TTL))
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
 		return 0, broker.ErrExists
 	}
@@ -112,7 +140,7 @@ func (s *leaseStore) CreateLease(ctx context.Context, l broker.Lease) (uint64, e
 }
 
 func (s *leaseStore) ReplaceLease(ctx context.Context, l broker.Lease, version uint64) (uint64, error) {
-	ack, err := s.js.Publish(ctx, "$KV."+bucketLeases+"."+l.Tenant.Subject(), valueOf(l),
+	ack, err := s.js.Publish(ctx, "$KV."+s.of(l.Tenant).bucket+"."+l.Tenant.Subject(), valueOf(l),
 		jetstream.WithExpectLastSequencePerSubject(version), jetstream.WithMsgTTL(l.TTL))
 	if isWrongLastSeq(err) {
 		return 0, broker.ErrConflict
@@ -124,7 +152,7 @@ func (s *leaseStore) ReplaceLease(ctx context.Context, l broker.Lease, version u
 }
 
 func (s *leaseStore) DeleteLease(ctx context.Context, t tenant.ID, version uint64) error {
-	err := s.kv.Delete(ctx, t.Subject(), jetstream.LastRevision(version))
+	err := s.of(t).kv.Delete(ctx, t.Subject(), jetstream.LastRevision(version))
 	if isWrongLastSeq(err) {
 		return broker.ErrConflict
 	}
@@ -135,53 +163,74 @@ func (s *leaseStore) DeleteLease(ctx context.Context, t tenant.ID, version uint6
 }
 
 func (s *leaseStore) ListLeases(ctx context.Context) ([]broker.Lease, error) {
-	keys, err := s.kv.ListKeys(ctx)
-	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("natsjs: list leases: %w", err))
-	}
 	var out []broker.Lease
-	for k := range keys.Keys() {
-		t, err := tenant.ParseSubject(k)
+	for _, sh := range s.shards {
+		keys, err := sh.kv.ListKeys(ctx)
 		if err != nil {
-			continue
+			return nil, ctxErr(ctx, fmt.Errorf("natsjs: list leases: %w", err))
 		}
-		if lease, err := s.ReadLease(ctx, t); err == nil {
-			out = append(out, lease)
+		for k := range keys.Keys() {
+			t, err := tenant.ParseSubject(k)
+			if err != nil {
+				continue
+			}
+			if lease, err := s.ReadLease(ctx, t); err == nil {
+				out = append(out, lease)
+			}
 		}
 	}
 	return out, ctx.Err()
 }
 
-// Expired watches the bucket for TTL markers (reported as purges; a release is a delete).
-func (s *leaseStore) Expired(ctx context.Context) (<-chan tenant.ID, error) {
-	w, err := s.kv.WatchAll(ctx, jetstream.UpdatesOnly())
-	if err != nil {
-		return nil, ctxErr(ctx, fmt.Errorf("natsjs: watch leases: %w", err))
+// Expired watches the buckets for TTL markers (reported as purges; a release is a delete).
+func (s *leaseStore) Expired(parent context.Context) (<-chan tenant.ID, error) {
+	ctx, cancel := context.WithCancel(parent)
+	var watchers []jetstream.KeyWatcher
+	for _, sh := range s.shards {
+		w, err := sh.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+		if err != nil {
+			cancel()
+			for _, w := range watchers {
+				_ = w.Stop()
+			}
+			return nil, ctxErr(parent, fmt.Errorf("natsjs: watch leases: %w", err))
+		}
+		watchers = append(watchers, w)
 	}
 	out := make(chan tenant.ID, 64)
-	go func() {
-		defer close(out)
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
+	var wg sync.WaitGroup
+	for _, w := range watchers {
+		wg.Go(func() {
+			defer cancel() // one watch ending ends them all, as the one watch did
+			defer func() { _ = w.Stop() }()
+			forwardExpired(ctx, w, out)
+		})
+	}
+	go func() { wg.Wait(); cancel(); close(out) }()
+	return out, nil
+}
+
+// forwardExpired sends the tenant of each TTL marker w reports to out, until ctx ends or w
+// stops.
+func forwardExpired(ctx context.Context, w jetstream.KeyWatcher, out chan<- tenant.ID) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
 				return
-			case e, ok := <-w.Updates():
-				if !ok {
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePurge {
+				continue
+			}
+			if t, err := tenant.ParseSubject(e.Key()); err == nil {
+				select {
+				case out <- t:
+				case <-ctx.Done():
 					return
-				}
-				if e == nil || e.Operation() != jetstream.KeyValuePurge {
-					continue
-				}
-				if t, err := tenant.ParseSubject(e.Key()); err == nil {
-					select {
-					case out <- t:
-					case <-ctx.Done():
-						return
-					}
 				}
 			}
 		}
-	}()
-	return out, nil
+	}
 }

@@ -58,7 +58,7 @@ func keepExpiredLease(t *testing.T, ctx context.Context, b *broker.Backend, nc *
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, bucketLeases)
+	kv, err := js.KeyValue(ctx, b.Leases.(*leases).of(tn).bucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ type Config struct {
 	// in parallel. The results are split over as many streams (WO_RESULTS, WO_RESULTS_1, …),
 	// a tenant's in the shard of its jobs. An existing deployment keeps the number recorded
 	// on WO_IN (1 when it records none), so every process agrees on where a tenant's jobs
-	// and results are. Default 4.
+	// and results are. Default 16 on one replica, 4 on more (see defaultInboxShards).
 	InboxShards int
 	// Logger receives the backend's own logs (a claims watch that fell behind). Default
 	// slog.Default().
@@ -77,10 +77,7 @@ func (c Config) withDefaults() Config {
 	if c.JobRetention == 0 {
 		c.JobRetention = broker.JobRetention
 	}
-	if c.InboxShards <= 0 {
-		c.InboxShards = defaultInboxShards
-	}
-	c.InboxShards = min(c.InboxShards, maxInboxShards)
+	c.InboxShards = min(max(c.InboxShards, 0), maxInboxShards) // 0: the default, once the replicas are known
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -122,12 +119,14 @@ type adapter struct {
 	js  jetstream.JetStream
 	cfg Config
 
-	inbox                           []shard       // by shardOf(tenant)
-	results                         []resultShard // by shardIndex(tenant), as many as inbox
-	dlq                             jetstream.Stream
-	leases, jobs, workers, claimsKV jetstream.KeyValue
-	jobsStream                      jetstream.Stream // the stream under the jobs bucket
-	fences                          *fences          // the tenants' fence keys in the results
+	inbox                   []shard       // by shardOf(tenant)
+	results                 []resultShard // by shardIndex(tenant), as many as inbox
+	dlq                     jetstream.Stream
+	leaseShards             int          // the deployment's, see setupExisting
+	leases                  []leaseShard // by shardIndex(tenant)
+	jobs, workers, claimsKV jetstream.KeyValue
+	jobsStream              jetstream.Stream // the stream under the jobs bucket
+	fences                  *fences          // the tenants' fence keys in the results
 }
 
 func (a *adapter) setup(ctx context.Context) error {
@@ -141,8 +140,9 @@ func (a *adapter) setup(ctx context.Context) error {
 }
 
 // setupExisting reads what an existing deployment decided, from its WO_IN stream: the number
-// of inbox shards (always), and the replicas when Config.Replicas is 0. Without WO_IN: the
-// configured shards, and 3 replicas on a cluster, 1 on a single server.
+// of inbox shards and of lease shards (always), and the replicas when Config.Replicas is 0.
+// Without WO_IN: the configured shards for both, and 3 replicas on a cluster, 1 on a single
+// server.
 func (a *adapter) setupExisting(ctx context.Context) error {
 	s, err := settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.Stream(ctx, streamInbox) })
 	switch {
@@ -164,6 +164,16 @@ func (a *adapter) setupExisting(ctx context.Context) error {
 			return err
 		}
 		a.cfg.InboxShards = max(a.cfg.InboxShards, n)
+		// The same for the leases, whose record is on WO_IN too (a deployment from before
+		// lease shards has none and keeps wo_leases alone, whatever its inbox shards).
+		a.leaseShards = 1
+		if n, err := strconv.Atoi(cfg.Metadata[metaLeaseShards]); err == nil && n > 0 {
+			a.leaseShards = n
+		}
+		if n, err = a.existingLeaseShards(ctx); err != nil {
+			return err
+		}
+		a.leaseShards = max(a.leaseShards, n)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		if a.cfg.Replicas == 0 {
 			a.cfg.Replicas = 1
@@ -171,6 +181,13 @@ func (a *adapter) setupExisting(ctx context.Context) error {
 				a.cfg.Replicas = 3
 			}
 		}
+		if a.cfg.InboxShards == 0 {
+			a.cfg.InboxShards = defaultInboxShards
+			if a.cfg.Replicas > 1 {
+				a.cfg.InboxShards = defaultClusterShards
+			}
+		}
+		a.leaseShards = a.cfg.InboxShards
 	default:
 		return fmt.Errorf("stream %s: %w", streamInbox, err)
 	}
@@ -194,6 +211,23 @@ func (a *adapter) existingShards(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// existingLeaseShards counts the leases' buckets that exist: wo_leases and wo_leases_1, … up
+// to the first missing one.
+func (a *adapter) existingLeaseShards(ctx context.Context) (int, error) {
+	n := 1
+	for ; n < maxInboxShards; n++ {
+		name := leaseBucketNamed(n)
+		_, err := settle(ctx, a, func(ctx context.Context) (jetstream.KeyValue, error) { return a.js.KeyValue(ctx, name) })
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bucket %s: %w", name, err)
+		}
+	}
+	return n, nil
+}
+
 func (a *adapter) setupStreams(ctx context.Context) error {
 	var err error
 	r := a.cfg.Replicas
@@ -204,7 +238,8 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 			Retention: jetstream.WorkQueuePolicy, Duplicates: a.cfg.DedupWindow, Replicas: r,
 			AllowDirect: true} // Pending reads it without the JetStream API (see directPending)
 		if k == 0 {
-			cfg.Metadata = map[string]string{metaShards: strconv.Itoa(a.cfg.InboxShards)}
+			cfg.Metadata = map[string]string{metaShards: strconv.Itoa(a.cfg.InboxShards),
+				metaLeaseShards: strconv.Itoa(a.leaseShards)}
 		}
 		if sh.Stream, err = a.stream(ctx, cfg); err != nil {
 			return err
@@ -309,9 +344,14 @@ func (a *adapter) setupConsumers(ctx context.Context) error {
 func (a *adapter) setupBuckets(ctx context.Context) error {
 	var err error
 	r := a.cfg.Replicas
-	if a.leases, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketLeases, History: 1,
-		LimitMarkerTTL: time.Second, Replicas: r}); err != nil {
-		return err
+	a.leases = make([]leaseShard, a.leaseShards)
+	for k := range a.leases {
+		sh := leaseShard{bucket: leaseBucketNamed(k)}
+		if sh.kv, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: sh.bucket, History: 1,
+			LimitMarkerTTL: time.Second, Replicas: r}); err != nil {
+			return err
+		}
+		a.leases[k] = sh
 	}
 	if a.jobs, err = a.jobsBucket(ctx); err != nil {
 		return err
