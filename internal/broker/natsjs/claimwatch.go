@@ -2,7 +2,6 @@ package natsjs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -11,28 +10,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// claimIndex is one instance's view of the claims bucket, kept current by a watch. It only
-// chooses what to try: every hand-out is a compare-and-set on the engine.
-type claimIndex struct {
-	ready chan struct{} // closed once the watch delivered the current records
-
-	mu      sync.Mutex
-	entries map[string]claimEntry
-	// live holds the keys whose record is not done: the scans (oldest, waiting) walk these
-	// only, not every tenant that ever asked (most records are done).
-	live    map[string]struct{}
-	seen    uint64        // the highest revision received or written
-	changed chan struct{} // closed and replaced on every change
-	// taking holds the keys one of this instance's workers is trying to take: the others
-	// pick the next oldest instead of racing it for the same compare-and-set.
-	taking map[string]bool
-}
-
-type claimEntry struct {
-	v   claimValue
-	rev uint64
+// Watch feeds f the bucket's records and then every write (see watchClaims).
+func (s *claimStore) Watch(f broker.ClaimFeed) (func(), error) {
+	w, err := s.watchClaims(f)
+	if err != nil {
+		return nil, err
+	}
+	s.watch.Store(w)
+	return w.stop, nil
 }
 
 // watchHeartbeat is how often the engine tells an idle watch it is alive: a watch that
@@ -48,7 +38,8 @@ const watchCheck = 2 * time.Second
 // claimWatch is the running watch: the current consumer and the watchdog that replaces it.
 type claimWatch struct {
 	s    jetstream.Stream
-	idx  *claimIndex
+	cs   *claimStore
+	feed broker.ClaimFeed
 	log  *slog.Logger
 	mu   sync.Mutex
 	cc   jetstream.ConsumeContext
@@ -66,28 +57,25 @@ type claimWatch struct {
 // seen: an index still short of the sequence the previous check read (a live watch is
 // milliseconds behind), or ahead of the bucket (the engine lost the memory bucket and
 // started over), gets a fresh watch.
-func watchClaims(js jetstream.JetStream, log *slog.Logger) (*claimIndex, *claimWatch, error) {
+func (cs *claimStore) watchClaims(f broker.ClaimFeed) (*claimWatch, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, "KV_"+bucketClaims)
+	s, err := cs.js.Stream(ctx, "KV_"+bucketClaims)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	idx := &claimIndex{ready: make(chan struct{}), entries: map[string]claimEntry{}, live: map[string]struct{}{},
-		changed: make(chan struct{}), taking: map[string]bool{}}
-	readyOnce := sync.OnceFunc(func() { close(idx.ready) })
 	if s.CachedInfo().State.Msgs == 0 {
-		readyOnce()
+		f.Ready()
 	}
-	w := &claimWatch{s: s, idx: idx, log: log, done: make(chan struct{})}
-	cc, err := w.consume(ctx, readyOnce)
+	w := &claimWatch{s: s, cs: cs, feed: f, log: cs.log, done: make(chan struct{})}
+	cc, err := w.consume(ctx, f.Ready)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	w.cc = cc
-	go func() { <-cc.Closed(); readyOnce() }() // callers then fail on the engine
+	go func() { <-cc.Closed(); f.Ready() }() // callers then fail on the engine
 	go w.watchdog(s.CachedInfo().State.LastSeq)
-	return idx, w, nil
+	return w, nil
 }
 
 // consume starts an ordered consumer feeding the index, last record per key first.
@@ -101,7 +89,7 @@ func (w *claimWatch) consume(ctx context.Context, ready func()) (jetstream.Consu
 	if err != nil {
 		return nil, err
 	}
-	return c.Consume(func(m jetstream.Msg) { w.idx.receive(m, ready) },
+	return c.Consume(func(m jetstream.Msg) { w.receive(m, ready) },
 		jetstream.PullExpiry(5*watchHeartbeat), jetstream.PullHeartbeat(watchHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, jetstream.ErrConnectionClosed) { // closed: the process is leaving
@@ -129,7 +117,7 @@ func (w *claimWatch) watchdog(prev uint64) {
 			return
 		case <-t.C:
 		}
-		seen := w.idx.lastSeen() // before the info: whatever it saw, the bucket had by then
+		seen := w.cs.seen.Load() // before the info: whatever it saw, the bucket had by then
 		ctx, cancel := context.WithTimeout(context.Background(), watchCheck)
 		info, err := w.s.Info(ctx)
 		cancel()
@@ -161,7 +149,8 @@ func (w *claimWatch) restart(clear bool) {
 	}
 	w.cc.Stop()
 	if clear {
-		w.idx.clear()
+		w.cs.seen.Store(0)
+		w.feed.Reset()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), watchCheck)
 	defer cancel()
@@ -176,152 +165,24 @@ func (w *claimWatch) restart(clear bool) {
 // claimsPrefix is the subject prefix of the claims bucket's keys.
 const claimsPrefix = "$KV." + bucketClaims + "."
 
-// receive applies one record; the index is ready once nothing is left to catch up on.
-func (idx *claimIndex) receive(m jetstream.Msg, ready func()) {
+// receive feeds one record (a DEL or PURGE as a removal); the feed is ready once nothing is
+// left to catch up on.
+func (w *claimWatch) receive(m jetstream.Msg, ready func()) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return
 	}
-	var v claimValue
-	op := m.Headers().Get("KV-Operation")
-	if op != "" || json.Unmarshal(m.Data(), &v) != nil {
-		v = claimValue{Done: true} // DEL, PURGE or unreadable
+	w.cs.sawRevision(meta.Sequence.Stream)
+	if t, err := tenant.ParseSubject(strings.TrimPrefix(m.Subject(), claimsPrefix)); err == nil {
+		e := broker.ClaimEntry{Tenant: t, Version: meta.Sequence.Stream}
+		if m.Headers().Get("KV-Operation") == "" {
+			e.Value = m.Data()
+		}
+		if w.cs.skip == nil || !w.cs.skip(e) {
+			w.feed.Apply(e)
+		}
 	}
-	idx.set(strings.TrimPrefix(m.Subject(), claimsPrefix), claimEntry{v: v, rev: meta.Sequence.Stream})
 	if meta.NumPending == 0 {
 		ready()
 	}
-}
-
-// set records e for key unless the index already holds a later revision.
-func (idx *claimIndex) set(key string, e claimEntry) {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	idx.seen = max(idx.seen, e.rev)
-	if cur, ok := idx.entries[key]; ok && cur.rev >= e.rev {
-		return
-	}
-	idx.put(key, e) // a done record stays, so its revision keeps stale updates out
-	idx.notify()
-}
-
-// lookup returns key's entry as this index last saw it.
-func (idx *claimIndex) lookup(key string) (claimEntry, bool) {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	e, ok := idx.entries[key]
-	return e, ok
-}
-
-// forget marks key's revision rev as not available here (another taker or a request wrote
-// a later one, which the watch will bring).
-func (idx *claimIndex) forget(key string, rev uint64) {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	if cur, ok := idx.entries[key]; ok && cur.rev == rev {
-		cur.v.Done = true
-		idx.put(key, cur)
-	}
-}
-
-func (idx *claimIndex) lastSeen() uint64 {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	return idx.seen
-}
-
-// clear forgets every entry.
-func (idx *claimIndex) clear() {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	idx.entries, idx.live, idx.seen = map[string]claimEntry{}, map[string]struct{}{}, 0
-	idx.notify()
-}
-
-// put stores key's entry and keeps live in step. Lock held.
-func (idx *claimIndex) put(key string, e claimEntry) {
-	idx.entries[key] = e
-	if e.v.Done {
-		delete(idx.live, key)
-	} else {
-		idx.live[key] = struct{}{}
-	}
-}
-
-func (idx *claimIndex) notify() {
-	close(idx.changed)
-	idx.changed = make(chan struct{})
-}
-
-// changes is closed at the next change.
-func (idx *claimIndex) changes() <-chan struct{} {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	return idx.changed
-}
-
-// oldest returns the waiting request with the oldest since (ties: made first, then key)
-// that no warm preference keeps from taker and no other worker here is taking, or "" and
-// the time the earliest hand-out or preference runs out (zero if none). The key returned is
-// reserved for the caller until it calls taken.
-func (idx *claimIndex) oldest(taker string, now time.Time) (key string, best claimEntry, wake time.Time) {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	for k := range idx.live {
-		e := idx.entries[k]
-		switch {
-		case idx.taking[k]:
-		case e.v.waiting(now) && e.v.excludes(taker, now):
-			wake = earliest(wake, e.v.WarmUntil)
-		case e.v.waiting(now):
-			if key == "" || before(e.v, k, best.v, key) {
-				key, best = k, e
-			}
-		case wake.IsZero() || e.v.Until.Before(wake):
-			wake = e.v.Until
-		}
-	}
-	if key != "" {
-		idx.taking[key] = true
-	}
-	return key, best, wake
-}
-
-// taken ends the reservation oldest made for key, and wakes the workers that passed it by.
-func (idx *claimIndex) taken(key string) {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	delete(idx.taking, key)
-	idx.notify()
-}
-
-func before(a claimValue, ak string, b claimValue, bk string) bool {
-	if !a.Since.Equal(b.Since) {
-		return a.Since.Before(b.Since)
-	}
-	if !a.At.Equal(b.At) {
-		return a.At.Before(b.At)
-	}
-	return ak < bk
-}
-
-// earliest is the earlier of a and b, where zero is "none".
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// waiting counts the waiting requests taker could take.
-func (idx *claimIndex) waiting(taker string, now time.Time) int {
-	idx.mu.Lock()
-	defer idx.mu.Unlock()
-	n := 0
-	for k := range idx.live {
-		if e := idx.entries[k]; e.v.waiting(now) && !e.v.excludes(taker, now) {
-			n++
-		}
-	}
-	return n
 }
