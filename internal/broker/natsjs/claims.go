@@ -25,7 +25,7 @@ var (
 )
 
 func newClaims(a *adapter) *claims {
-	s := &claimStore{kv: a.claimsKV, js: a.js, log: a.cfg.Logger}
+	s := &claimStore{kv: a.claimsKV, stream: a.claimsStream, js: a.js, log: a.cfg.Logger}
 	return &claims{SharedClaims: broker.NewClaims(s, broker.ClaimsConfig{AckWait: a.cfg.ClaimAckWait}), store: s}
 }
 
@@ -34,14 +34,15 @@ var errClosed = errors.New("natsjs: backend closed")
 // close ends the watch, if one started.
 func (c *claims) close() { c.Close(errClosed) }
 
-// claimStore is a broker.ClaimStore on a KV bucket: Get, Create and Update on the key's last
-// revision, Delete with LastRevision, and an ordered consumer on the bucket's stream for the
-// watch (claimwatch.go).
+// claimStore is a broker.ClaimStore on a KV bucket: the stream's last message per key for
+// Get, the KeyValue's Create, Update on the key's last revision and Delete with LastRevision,
+// and an ordered consumer on the bucket's stream for the watch (claimwatch.go).
 type claimStore struct {
-	kv   jetstream.KeyValue
-	js   jetstream.JetStream
-	log  *slog.Logger
-	seen atomic.Uint64 // the highest revision fed or written, for the watchdog
+	kv     jetstream.KeyValue
+	stream jetstream.Stream // the bucket's
+	js     jetstream.JetStream
+	log    *slog.Logger
+	seen   atomic.Uint64 // the highest revision fed or written, for the watchdog
 	// watch is the running watch, once one started.
 	watch atomic.Pointer[claimWatch]
 	// skip, in tests, drops records from the watch as if it had missed them.
@@ -50,18 +51,26 @@ type claimStore struct {
 
 var _ broker.ClaimStore = (*claimStore)(nil)
 
+// Get reads the key's last message from the bucket's stream rather than through the
+// KeyValue, which reports a removed key as never written: the delete marker's revision is what
+// a write after an ack must name, and a create that fails on it would cost two more requests.
 func (s *claimStore) Get(ctx context.Context, t tenant.ID) (broker.ClaimEntry, error) {
-	e, err := s.kv.Get(ctx, t.Subject())
+	m, err := s.stream.GetLastMsgForSubject(ctx, claimsPrefix+t.Subject())
 	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return broker.ClaimEntry{Tenant: t}, nil
-	case errors.Is(err, jetstream.ErrKeyDeleted):
-		return broker.ClaimEntry{Tenant: t, Version: e.Revision()}, nil
 	case err != nil:
 		return broker.ClaimEntry{}, err
 	}
-	return broker.ClaimEntry{Tenant: t, Value: e.Value(), Version: e.Revision()}, nil
+	e := broker.ClaimEntry{Tenant: t, Version: m.Sequence}
+	if m.Header.Get(kvOperation) == "" {
+		e.Value = m.Data
+	}
+	return e, nil
 }
+
+// kvOperation is the header that marks a KeyValue's delete and purge markers.
+const kvOperation = "KV-Operation"
 
 func (s *claimStore) Put(ctx context.Context, t tenant.ID, value []byte, version uint64) (uint64, error) {
 	var rev uint64

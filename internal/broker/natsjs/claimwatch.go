@@ -27,11 +27,11 @@ func (s *claimStore) Watch(f broker.ClaimFeed) (func(), error) {
 
 // watchHeartbeat is how often the engine tells an idle watch it is alive: a watch that
 // hears nothing for two of them starts over from where it was (on a cluster, after the node
-// serving it died), so the index lags a lost node by seconds, not by the KV watcher's
+// serving it died), so a process's index lags a lost node by seconds, not by the KV watcher's
 // fixed 5s heartbeat and its resets.
 const watchHeartbeat = time.Second
 
-// watchCheck is how often the watchdog compares the index with the bucket: one stream info
+// watchCheck is how often the watchdog compares what the watch fed with the bucket: one stream info
 // request per process per period, idle or not.
 const watchCheck = 2 * time.Second
 
@@ -53,10 +53,10 @@ type claimWatch struct {
 // The ordered consumer is meant to notice a lost server and start over by itself, but on a
 // cluster that lost a node under load a process's watch was seen to stop without a word
 // while everyone's claims went unanswered (TestClusterLosesANode, about 1 run in 10). So a
-// watchdog compares, every watchCheck, the bucket's last sequence with what the index has
-// seen: an index still short of the sequence the previous check read (a live watch is
-// milliseconds behind), or ahead of the bucket (the engine lost the memory bucket and
-// started over), gets a fresh watch.
+// watchdog compares, every watchCheck, the bucket's last sequence with the last one fed or
+// written here: a watch still short of the sequence the previous check read (a live watch is
+// milliseconds behind), or ahead of the bucket (the engine lost the memory bucket and started
+// over: the feed is reset), is started afresh.
 func (cs *claimStore) watchClaims(f broker.ClaimFeed) (*claimWatch, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -78,7 +78,7 @@ func (cs *claimStore) watchClaims(f broker.ClaimFeed) (*claimWatch, error) {
 	return w, nil
 }
 
-// consume starts an ordered consumer feeding the index, last record per key first.
+// consume starts an ordered consumer feeding the feed, last record per key first.
 func (w *claimWatch) consume(ctx context.Context, ready func()) (jetstream.ConsumeContext, error) {
 	c, err := w.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{claimsPrefix + ">"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
@@ -137,7 +137,7 @@ func (w *claimWatch) watchdog(prev uint64) {
 	}
 }
 
-// restart replaces the consumer; clear drops what the index held (revisions of a bucket
+// restart replaces the consumer; clear resets the feed (it holds revisions of a bucket
 // that no longer exists).
 func (w *claimWatch) restart(clear bool) {
 	w.mu.Lock()
@@ -157,7 +157,7 @@ func (w *claimWatch) restart(clear bool) {
 	cc, err := w.consume(ctx, func() {})
 	if err != nil {
 		w.log.Warn("claims watch: start over failed; will try again", slog.Any("err", err))
-		return // the next check finds the index still behind and tries again
+		return // the next check finds the watch still behind and tries again
 	}
 	w.cc = cc
 }
@@ -175,7 +175,7 @@ func (w *claimWatch) receive(m jetstream.Msg, ready func()) {
 	w.cs.sawRevision(meta.Sequence.Stream)
 	if t, err := tenant.ParseSubject(strings.TrimPrefix(m.Subject(), claimsPrefix)); err == nil {
 		e := broker.ClaimEntry{Tenant: t, Version: meta.Sequence.Stream}
-		if m.Headers().Get("KV-Operation") == "" {
+		if m.Headers().Get(kvOperation) == "" {
 			e.Value = m.Data()
 		}
 		if w.cs.skip == nil || !w.cs.skip(e) {

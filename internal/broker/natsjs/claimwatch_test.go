@@ -105,3 +105,34 @@ func twoProcesses(t *testing.T) (context.Context, *broker.Backend, *broker.Backe
 	}
 	return ctx, open(), open()
 }
+
+// TestRequestAfterAckCostsAReadAndAWrite: asking again for a tenant whose last request was
+// acknowledged (its key holds a delete marker) costs a process without an index, a router, a
+// read and a write, as a first request does: the marker's revision comes with the read, not
+// from a create that fails and reads again.
+func TestRequestAfterAckCostsAReadAndAWrite(t *testing.T) {
+	t.Parallel()
+	srv := testServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	worker := testBackend(t, ctx, testConn(t, srv), Config{})
+	nc := testConn(t, srv)
+	router := testBackend(t, ctx, nc, Config{})
+	tn, _ := tenant.New("site", "alice")
+	for round := range 2 {
+		before := nc.Stats().OutMsgs
+		if err := router.Claims.Request(ctx, tn, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if sent := nc.Stats().OutMsgs - before; sent != 2 {
+			t.Errorf("round %d: the request sent %d messages; want 2 (a read and a write)", round, sent)
+		}
+		cl, err := worker.Claims.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
