@@ -60,8 +60,8 @@ func (v claimRecord) merged(exists bool, since, now time.Time, restate time.Dura
 		return claimRecord{Since: since, At: now, Warm: v.Warm, WarmUntil: v.WarmUntil}, true
 	case v.handedOut(now):
 		// Handed out and being decided: waiting again, in its place, so the request survives
-		// a taker that drops the claim (its Ack will not match this version).
-		return claimRecord{Since: minTime(v.Since, since), At: v.At}, true
+		// a taker that drops the claim (its Ack will not match this version). Restated now.
+		return claimRecord{Since: minTime(v.Since, since), At: v.At, Asked: now}, true
 	case since.Before(v.Since):
 		v.Since, v.Asked = since, now
 		return v, true

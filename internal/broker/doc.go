@@ -7,8 +7,8 @@
 // Nothing here mentions a backend's types: a port speaks in tenants, jobs, tokens and durations.
 //
 // Behaviour every backend needs is written here once over a smaller driver: the front of a
-// tenant's queue (OpenQueue, over a Table) and the claim rules (SharedClaims, over a
-// ClaimStore: versioned records, conditional writes and a watch).
+// tenant's queue (OpenQueue, over a Table) and the claim rules (SharedClaims, over versioned
+// records with conditional writes, and a watch or bells: ClaimStore, ClaimBells).
 //
 // Common contract for every method: ctx bounds how long it may block, and a cancelled ctx
 // returns ctx.Err() unwrapped. Methods do not retry on their own unless their doc says so;
