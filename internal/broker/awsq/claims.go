@@ -29,7 +29,7 @@ func (c claims) Request(ctx context.Context, t tenant.ID, since time.Time) error
 	return c.s.Request(ctx, t, since)
 }
 func (c claims) Next(ctx context.Context) (broker.Claim, error) { return c.s.Next(ctx) }
-func (c claims) Waiting(ctx context.Context) (int, error)      { return c.s.Waiting(ctx) }
+func (c claims) Waiting(ctx context.Context) (int, error)       { return c.s.Waiting(ctx) }
 
 // Records is the store under the claims, for its conformance tests.
 func (c claims) Records() broker.ClaimRecords { return c.s.Records() }
@@ -149,4 +149,3 @@ func (b *bell) Snooze(ctx context.Context, d time.Duration) error {
 }
 
 func (b *bell) Drop() { b.a.release(b.a.names.claims, b.handle) }
-
