@@ -25,7 +25,7 @@ var (
 )
 
 func newClaims(a *adapter) *claims {
-	s := &claimStore{kv: a.claimsKV, stream: a.claimsStream, js: a.js, log: a.cfg.Logger}
+	s := &claimStore{kv: a.claimsKV, js: a.js, log: a.cfg.Logger}
 	return &claims{SharedClaims: broker.NewClaims(s, broker.ClaimsConfig{AckWait: a.cfg.ClaimAckWait}), store: s}
 }
 
@@ -34,15 +34,14 @@ var errClosed = errors.New("natsjs: backend closed")
 // close ends the watch, if one started.
 func (c *claims) close() { c.Close(errClosed) }
 
-// claimStore is a broker.ClaimStore on a KV bucket: the stream's last message per key for
-// Get, the KeyValue's Create, Update on the key's last revision and Delete with LastRevision,
-// and an ordered consumer on the bucket's stream for the watch (claimwatch.go).
+// claimStore is a broker.ClaimStore on a KV bucket: the KeyValue's Get, Create and Update on
+// the key's last revision (a removal is an empty value), and an ordered consumer on the
+// bucket's stream for the watch (claimwatch.go).
 type claimStore struct {
-	kv     jetstream.KeyValue
-	stream jetstream.Stream // the bucket's
-	js     jetstream.JetStream
-	log    *slog.Logger
-	seen   atomic.Uint64 // the highest revision fed or written, for the watchdog
+	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	log  *slog.Logger
+	seen atomic.Uint64 // the highest revision fed or written, for the watchdog
 	// watch is the running watch, once one started.
 	watch atomic.Pointer[claimWatch]
 	// skip, in tests, drops records from the watch as if it had missed them.
@@ -51,22 +50,24 @@ type claimStore struct {
 
 var _ broker.ClaimStore = (*claimStore)(nil)
 
-// Get reads the key's last message from the bucket's stream rather than through the
-// KeyValue, which reports a removed key as never written: the delete marker's revision is what
-// a write after an ack must name, and a create that fails on it would cost two more requests.
+// Get reads the key through the KeyValue. A removed key is a record with an empty value.
 func (s *claimStore) Get(ctx context.Context, t tenant.ID) (broker.ClaimEntry, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, claimsPrefix+t.Subject())
+	e, err := s.kv.Get(ctx, t.Subject())
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return broker.ClaimEntry{Tenant: t}, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return broker.ClaimEntry{Tenant: t}, nil // never written, or deleted by an operator
 	case err != nil:
 		return broker.ClaimEntry{}, err
 	}
-	e := broker.ClaimEntry{Tenant: t, Version: m.Sequence}
-	if m.Header.Get(kvOperation) == "" {
-		e.Value = m.Data
+	return broker.ClaimEntry{Tenant: t, Value: removedIfEmpty(e.Value()), Version: e.Revision()}, nil
+}
+
+// removedIfEmpty is value, or nil (removed) when it is empty.
+func removedIfEmpty(value []byte) []byte {
+	if len(value) == 0 {
+		return nil
 	}
-	return e, nil
+	return value
 }
 
 // kvOperation is the header that marks a KeyValue's delete and purge markers.
@@ -90,14 +91,12 @@ func (s *claimStore) Put(ctx context.Context, t tenant.ID, value []byte, version
 	return rev, nil
 }
 
+// Delete writes an empty value over version rather than a delete marker: KeyValue.Get reports
+// a marker as never written, so a write after it would have to find its revision again (a
+// failed create and a read), and processes of earlier releases, which read a key that way,
+// would fail on it forever.
 func (s *claimStore) Delete(ctx context.Context, t tenant.ID, version uint64) error {
-	if version == 0 {
-		return nil // no record: nothing to remove (and LastRevision(0) would not check)
-	}
-	err := s.kv.Delete(ctx, t.Subject(), jetstream.LastRevision(version))
-	if isWrongLastSeq(err) {
-		return broker.ErrConflict
-	}
+	_, err := s.Put(ctx, t, []byte{}, version)
 	return err
 }
 

@@ -165,8 +165,8 @@ func (w *claimWatch) restart(clear bool) {
 // claimsPrefix is the subject prefix of the claims bucket's keys.
 const claimsPrefix = "$KV." + bucketClaims + "."
 
-// receive feeds one record (a DEL or PURGE as a removal); the feed is ready once nothing is
-// left to catch up on.
+// receive feeds one record (an empty value, a DEL or a PURGE as a removal); the feed is ready
+// once nothing is left to catch up on.
 func (w *claimWatch) receive(m jetstream.Msg, ready func()) {
 	meta, err := m.Metadata()
 	if err != nil {
@@ -175,8 +175,8 @@ func (w *claimWatch) receive(m jetstream.Msg, ready func()) {
 	w.cs.sawRevision(meta.Sequence.Stream)
 	if t, err := tenant.ParseSubject(strings.TrimPrefix(m.Subject(), claimsPrefix)); err == nil {
 		e := broker.ClaimEntry{Tenant: t, Version: meta.Sequence.Stream}
-		if m.Headers().Get(kvOperation) == "" {
-			e.Value = m.Data()
+		if m.Headers().Get(kvOperation) == "" { // a DEL or PURGE marker is a removal
+			e.Value = removedIfEmpty(m.Data())
 		}
 		if w.cs.skip == nil || !w.cs.skip(e) {
 			w.feed.Apply(e)

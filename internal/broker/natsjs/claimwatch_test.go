@@ -136,3 +136,30 @@ func TestRequestAfterAckCostsAReadAndAWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestAckLeavesARecordEarlierReleasesRead: an acknowledged request leaves its key a record
+// that KeyValue.Get returns with its revision. A process of an earlier release reads a key that
+// way and writes over the revision it read: a delete marker, which Get reports as never
+// written, would have its every request fail on the key's last revision, and retry forever.
+func TestAckLeavesARecordEarlierReleasesRead(t *testing.T) {
+	t.Parallel()
+	ctx, worker, router := twoProcesses(t)
+	tn, _ := tenant.New("site", "alice")
+	if err := router.Claims.Request(ctx, tn, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := worker.Claims.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e, err := worker.Claims.(*claims).store.kv.Get(ctx, tn.Subject())
+	if err != nil {
+		t.Fatalf("reading the acknowledged key as an earlier release does: %v", err)
+	}
+	if _, err := worker.Claims.(*claims).store.kv.Update(ctx, tn.Subject(), []byte(`{"since":"2026-01-01T00:00:00Z"}`), e.Revision()); err != nil {
+		t.Fatalf("writing over it as an earlier release does: %v", err)
+	}
+}

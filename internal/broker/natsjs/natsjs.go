@@ -126,7 +126,6 @@ type adapter struct {
 	dlq                             jetstream.Stream
 	leases, jobs, workers, claimsKV jetstream.KeyValue
 	jobsStream                      jetstream.Stream // the stream under the jobs bucket
-	claimsStream                    jetstream.Stream // the stream under the claims bucket
 }
 
 func (a *adapter) setup(ctx context.Context) error {
@@ -320,15 +319,9 @@ func (a *adapter) setupBuckets(ctx context.Context) error {
 	}
 	// Claim requests are hints (the lease is the truth) and the router re-requests claims for
 	// every unowned tenant with pending jobs when it starts, so they live in memory: no fsync.
-	if a.claimsKV, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketClaims, History: 1,
-		Replicas: r, Storage: jetstream.MemoryStorage}); err != nil {
-		return err
-	}
-	a.claimsStream, err = settle(ctx, a, func(ctx context.Context) (jetstream.Stream, error) { return a.js.Stream(ctx, "KV_"+bucketClaims) })
-	if err != nil {
-		return fmt.Errorf("bucket %s: %w", bucketClaims, err)
-	}
-	return nil
+	a.claimsKV, err = a.bucket(ctx, jetstream.KeyValueConfig{Bucket: bucketClaims, History: 1,
+		Replicas: r, Storage: jetstream.MemoryStorage})
+	return err
 }
 
 // jobsBucket creates the job records bucket. Records are a view: the accepted job is in the
