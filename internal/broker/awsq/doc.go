@@ -3,7 +3,8 @@
 //
 //	Inbox     one SQS FIFO queue per tenant + one ledger item per tenant (exact pending set,
 //	          latest receipt handle, opener) + a dead-letter table with reasons
-//	Claims    a standard queue; Waiting cached ≥ 1 s (a billed call otherwise)
+//	Claims    broker.SharedClaims on bells: an item per outstanding request, a standard queue
+//	          of bells; Waiting cached ≥ 1 s (a billed call otherwise)
 //	Results   a FIFO queue, a message group per tenant, de-duplicated by job id
 //	Signals   a standard queue per process, routed by a routes table
 //	Leases    conditional writes, fencing tokens from an atomic counter, a sparse expiry index;

@@ -90,6 +90,7 @@ func groups() []group {
 		{"Inbox", inboxContracts()},
 		{"Front", frontContracts()},
 		{"Claims", claimContracts()},
+		{"ClaimStore", claimStoreContracts()},
 		{"Results", resultContracts()},
 		{"Signals", signalContracts()},
 		{"Jobs", jobContracts()},

@@ -3,231 +3,95 @@ package mem
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// claims is the shared set of claim requests: one per tenant, handed out oldest since first.
-type claims struct{ c *conn }
+// claimStore is a client's broker.ClaimStore: the engine's claim records, under the claim
+// rules of broker.SharedClaims.
+type claimStore struct{ c *conn }
 
-var (
-	_ broker.Claims     = (*claims)(nil)
-	_ broker.WarmClaims = (*claims)(nil)
-)
+var _ broker.ClaimStore = claimStore{}
 
-func (cl *claims) Request(ctx context.Context, t tenant.ID, since time.Time) error {
-	if err := cl.c.check(ctx); err != nil {
-		return err
+func (s claimStore) Get(ctx context.Context, t tenant.ID) (broker.ClaimEntry, error) {
+	if err := s.c.check(ctx); err != nil {
+		return broker.ClaimEntry{}, err
 	}
-	cl.c.e.claims.request(t, since)
-	return nil
+	return s.c.e.claims.get(t), nil
 }
 
-func (cl *claims) Next(ctx context.Context) (broker.Claim, error) {
-	if err := cl.c.check(ctx); err != nil {
-		return nil, err
-	}
-	for {
-		c, until, changed := cl.c.e.claims.take(cl.c)
-		if c != nil {
-			c.c = cl.c
-			return c, nil
-		}
-		if err := cl.c.wait(ctx, changed, until); err != nil {
-			return nil, err
-		}
-	}
-}
-
-func (cl *claims) Waiting(ctx context.Context) (int, error) {
-	if err := cl.c.check(ctx); err != nil {
+func (s claimStore) Put(ctx context.Context, t tenant.ID, value []byte, version uint64) (uint64, error) {
+	if err := s.c.check(ctx); err != nil {
 		return 0, err
 	}
-	return cl.c.e.claims.waiting(cl.c), nil
+	return s.c.e.claims.write(t, value, version)
 }
 
-// Warm prefers this client for t's next hand-out until until.
-func (cl *claims) Warm(ctx context.Context, t tenant.ID, until time.Time) error {
-	if err := cl.c.check(ctx); err != nil {
+func (s claimStore) Delete(ctx context.Context, t tenant.ID, version uint64) error {
+	if err := s.c.check(ctx); err != nil {
 		return err
 	}
-	cl.c.e.claims.warm(t, cl.c, until)
-	return nil
+	_, err := s.c.e.claims.write(t, nil, version)
+	return err
 }
 
-type claim struct {
-	c   *conn
-	t   tenant.ID
-	at  time.Time
-	gen uint64
+func (s claimStore) Watch(f broker.ClaimFeed) (func(), error) {
+	return s.c.e.claims.watch(f), nil
 }
 
-func (c *claim) Tenant() tenant.ID      { return c.t }
-func (c *claim) RequestedAt() time.Time { return c.at }
-
-func (c *claim) Ack(ctx context.Context) error {
-	if err := c.c.check(ctx); err != nil {
-		return err
-	}
-	c.c.e.claims.ack(c.t, c.gen)
-	return nil
+// claimTable holds each tenant's claim record at a version from one counter; a removal stays
+// as a nil value at its own version. Every write is fed, under the lock and so in order, to
+// the watching clients.
+type claimTable struct {
+	mu    sync.Mutex
+	ver   uint64
+	recs  map[tenant.ID]broker.ClaimEntry
+	feeds map[*claimWatch]struct{}
 }
 
-// claimSet holds each tenant's outstanding request. gen changes with every hand-out and
-// every request made during one, so an acknowledgement removes only what it was handed.
-// warm holds the preferred client of tenants whose workspace is warm somewhere.
-type claimSet struct {
-	mu      sync.Mutex
-	ackWait time.Duration
-	items   map[tenant.ID]*claimItem
-	warmFor map[tenant.ID]warmHint
-	gen     uint64
-	changed notifier
+// claimWatch is one client's watch of the table.
+type claimWatch struct{ f broker.ClaimFeed }
+
+func newClaimTable() *claimTable {
+	return &claimTable{recs: map[tenant.ID]broker.ClaimEntry{}, feeds: map[*claimWatch]struct{}{}}
 }
 
-// warmHint: only client c may take the tenant's request before until.
-type warmHint struct {
-	c     *conn
-	until time.Time
-}
-
-// excludes reports whether the hint keeps c from the tenant's request at now.
-func (h warmHint) excludes(c *conn, now time.Time) bool {
-	return h.c != nil && h.c != c && now.Before(h.until)
-}
-
-// dropConn ends c's hints: a closed client (a crashed process) holds nothing warm.
-func (s *claimSet) dropConn(c *conn) {
+func (s *claimTable) get(t tenant.ID) broker.ClaimEntry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for t, h := range s.warmFor {
-		if h.c == c {
-			delete(s.warmFor, t)
-		}
-	}
-	s.changed.fire()
+	return s.recs[t]
 }
 
-type claimItem struct {
-	since, at time.Time
-	due       time.Time // zero while waiting; else handed out until then
-	gen       uint64
-}
-
-func newClaimSet(ackWait time.Duration) *claimSet {
-	return &claimSet{ackWait: ackWait, items: map[tenant.ID]*claimItem{}, warmFor: map[tenant.ID]warmHint{}}
-}
-
-func (it *claimItem) waiting(now time.Time) bool { return it.due.IsZero() || !now.Before(it.due) }
-
-func (s *claimSet) request(t tenant.ID, since time.Time) {
+// write stores value (nil: removes) if t's record is at version.
+func (s *claimTable) write(t tenant.ID, value []byte, version uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	it, ok := s.items[t]
-	switch {
-	case !ok:
-		s.items[t] = &claimItem{since: since, at: now}
-	case !it.waiting(now): // handed out: waiting again, in its place
-		s.gen++
-		it.due, it.gen = time.Time{}, s.gen
-		fallthrough
-	case since.Before(it.since):
-		it.since = minTime(it.since, since)
+	if s.recs[t].Version != version {
+		return 0, broker.ErrConflict
 	}
-	s.changed.fire()
+	s.ver++
+	e := broker.ClaimEntry{Tenant: t, Value: value, Version: s.ver}
+	s.recs[t] = e
+	for w := range s.feeds {
+		w.f.Apply(e)
+	}
+	return e.Version, nil
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func (s *claimSet) warm(t tenant.ID, c *conn, until time.Time) {
+// watch feeds f every record, then every write, until the returned stop is called.
+func (s *claimTable) watch(f broker.ClaimFeed) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	for k, h := range s.warmFor {
-		if !now.Before(h.until) {
-			delete(s.warmFor, k)
-		}
+	for _, e := range s.recs {
+		f.Apply(e)
 	}
-	s.warmFor[t] = warmHint{c: c, until: until}
-	s.changed.fire()
-}
-
-// take hands c the waiting request with the oldest since (ties: made first, then tenant)
-// that no warm hint keeps from c; if none, it returns when the next hand-out or hint runs
-// out (zero: none) and a change channel.
-func (s *claimSet) take(c *conn) (*claim, time.Time, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	var best *claimItem
-	var bt tenant.ID
-	var until time.Time
-	for t, it := range s.items {
-		h := s.warmFor[t]
-		switch {
-		case it.waiting(now) && h.excludes(c, now):
-			until = earliest(until, h.until)
-		case it.waiting(now):
-			if best == nil || before(it, t, best, bt) {
-				best, bt = it, t
-			}
-		case until.IsZero() || it.due.Before(until):
-			until = it.due
-		}
+	f.Ready()
+	w := &claimWatch{f: f}
+	s.feeds[w] = struct{}{}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.feeds, w)
 	}
-	if best == nil {
-		return nil, until, s.changed.wait()
-	}
-	s.gen++
-	best.due, best.gen = now.Add(s.ackWait), s.gen
-	delete(s.warmFor, bt)
-	return &claim{t: bt, at: best.at, gen: best.gen}, time.Time{}, nil
-}
-
-// earliest is the earlier of a and b, where zero is "none".
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func before(a *claimItem, at tenant.ID, b *claimItem, bt tenant.ID) bool {
-	switch {
-	case !a.since.Equal(b.since):
-		return a.since.Before(b.since)
-	case !a.at.Equal(b.at):
-		return a.at.Before(b.at)
-	}
-	return at.String() < bt.String()
-}
-
-func (s *claimSet) ack(t tenant.ID, gen uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if it, ok := s.items[t]; ok && it.gen == gen {
-		delete(s.items, t)
-		delete(s.warmFor, t)
-	}
-}
-
-// waiting counts the waiting requests c could take.
-func (s *claimSet) waiting(c *conn) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now, n := time.Now(), 0
-	for t, it := range s.items {
-		if it.waiting(now) && !s.warmFor[t].excludes(c, now) {
-			n++
-		}
-	}
-	return n
 }

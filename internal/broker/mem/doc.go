@@ -20,7 +20,8 @@
 //     tenants, and a lease's expiry is exact: it is gone the instant its ExpiresAt passes
 //     (Harness.ExpiryLag 0), and Leases.Expired reports it then;
 //   - claims and results left unacknowledged come again after Config.ClaimAckWait and
-//     Config.ResultAckWait.
+//     Config.ResultAckWait; claims are broker.SharedClaims over a versioned map (claims.go),
+//     as natsjs's are over its bucket.
 //
 // Every method takes the calling context as the broker package says: a context already done
 // returns ctx.Err() unwrapped before anything is changed, and blocking calls return it when it

@@ -62,7 +62,7 @@ func (c Config) withDefaults() Config {
 type Engine struct {
 	cfg      Config
 	inbox    *inboxStore
-	claims   *claimSet
+	claims   *claimTable
 	results  *ackQueue[[]byte]
 	leases   *leaseStore
 	jobs     *jobStore
@@ -82,7 +82,7 @@ func NewEngine(cfg Config) *Engine {
 	return &Engine{
 		cfg:      cfg,
 		inbox:    newInboxStore(cfg.DedupWindow),
-		claims:   newClaimSet(cfg.ClaimAckWait),
+		claims:   newClaimTable(),
 		results:  newAckQueue[[]byte](cfg.ResultAckWait, cfg.DedupWindow),
 		leases:   newLeaseStore(),
 		jobs:     newJobStore(),
@@ -108,6 +108,7 @@ func New(cfg Config) *broker.Backend {
 // Open, claims and results after their ack wait).
 func (e *Engine) Connect() *broker.Backend {
 	c := &conn{e: e, done: make(chan struct{})}
+	c.claims = broker.NewClaims(claimStore{c}, broker.ClaimsConfig{AckWait: e.cfg.ClaimAckWait})
 	e.mu.Lock()
 	if e.closed {
 		close(c.done)
@@ -117,7 +118,7 @@ func (e *Engine) Connect() *broker.Backend {
 	e.mu.Unlock()
 	return &broker.Backend{
 		Inbox:    &inbox{c: c},
-		Claims:   &claims{c: c},
+		Claims:   c.claims,
 		Leases:   newLeases(c),
 		Results:  &results{c: c},
 		Signals:  &signals{c: c},
@@ -150,9 +151,10 @@ func (e *Engine) Close() error {
 
 // conn is one client of an engine.
 type conn struct {
-	e    *Engine
-	done chan struct{} // closed by close
-	once sync.Once
+	e      *Engine
+	claims *broker.SharedClaims
+	done   chan struct{} // closed by close
+	once   sync.Once
 }
 
 func (c *conn) close() error {
@@ -167,7 +169,7 @@ func (c *conn) close() error {
 		}
 		c.e.leases.dropConn(c)
 		c.e.signals.dropConn(c)
-		c.e.claims.dropConn(c)
+		c.claims.Close(ErrClosed)
 	})
 	return nil
 }

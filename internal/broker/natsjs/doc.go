@@ -23,6 +23,7 @@
 //	core subject       wo.wake.<project>.<user> "a job was stored": wakes the tenant's owner waiting in Next
 //
 // Claims are a KV bucket rather than a queue because they are served in an order a stream
-// cannot keep: oldest since first, one request per tenant. Each backend instance watches the
-// bucket (one dispatcher per process) and takes the oldest waiting request by compare-and-set.
+// cannot keep: oldest since first, one request per tenant. The rules are broker.SharedClaims';
+// this package gives it the bucket as a broker.ClaimStore (claims.go) and the watch each
+// backend instance reads it through (claimwatch.go).
 package natsjs
