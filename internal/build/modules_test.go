@@ -5,8 +5,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/capability"
 )
 
 // TestSealModulesLeavesNothingAJobCouldUse: what a prepared install left (a set-id
@@ -210,5 +213,43 @@ func TestFailedPreparationIsNotRepeated(t *testing.T) {
 	}
 	if runs, _ := os.ReadFile(count); string(runs) != "run\n" {
 		t.Fatalf("npm ran %q: the failed preparation was repeated", runs)
+	}
+}
+
+// TestToolchainIsAskedWithoutTheJobsHome: the job is the attacker. Its build home (which the
+// install's environment names as HOME) holds an .npmrc it planted, here a FIFO. The platform
+// asks the toolchain's versions as root outside any jail: npm must not read the job's
+// settings there (a FIFO would hold every install of the worker until the query's timeout).
+func TestToolchainIsAskedWithoutTheJobsHome(t *testing.T) {
+	t.Parallel()
+	capability.Need(t, capability.Node)
+	home := t.TempDir()
+	fifo := filepath.Join(home, ".npmrc")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan bool, 1)
+	go func() { // a reader opening the FIFO (npm reading the job's settings) lets this through
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		opened <- err == nil
+		if err == nil {
+			f.WriteString("fund=false\n")
+			f.Close()
+		}
+	}()
+	p := &Packages{Dir: t.TempDir()}
+	in := installInputs{names: []string{"package.json"}, data: map[string][]byte{"package.json": []byte("{}")}}
+	path := "PATH=" + os.Getenv("PATH")
+	p.modulesKey(in, Config{Env: []string{path, "HOME=" + home}, FillEnv: []string{path}})
+	select {
+	case <-opened:
+		t.Error("asking the toolchain's versions read the job's .npmrc")
+	default:
+	}
+	if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil { // lets the writer go
+		defer f.Close()
+	}
+	if !strings.Contains(p.tools, "npm") || strings.Contains(p.tools, "unknown") {
+		t.Errorf("toolchain %q", p.tools)
 	}
 }
