@@ -137,7 +137,7 @@ const installCommand = "npm ci --no-audit --no-fund"
 // modulesKey names the entry of inputs installed with cfg's environment.
 func (p *Packages) modulesKey(in installInputs, cfg Config) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "webordinary modules 1\x00%s\x00%s\x00%s\x00", p.toolchain(cfg.Env), runtime.GOARCH, installCommand)
+	fmt.Fprintf(h, "webordinary modules 1\x00%s\x00%s\x00%s\x00", p.toolchain(cfg.FillEnv), runtime.GOARCH, installCommand)
 	for _, name := range in.names {
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(in.data[name]))
 		h.Write(in.data[name])
@@ -162,14 +162,18 @@ func tenantEnv(cfg Config) []string {
 }
 
 // toolchain is the worker's `node --version` and `npm --version`, asked once (not under
-// one job's context: its end would stay in every later key).
+// one job's context: its end would stay in every later key). It runs as the platform,
+// unjailed, so in the platform's own environment (env: FillEnv, else this process's), never
+// the job's: npm would read the settings in the job's home.
 func (p *Packages) toolchain(env []string) string {
 	p.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, tool := range []string{"node", "npm"} {
 			cmd := exec.CommandContext(ctx, tool, "--version")
-			cmd.Env = env
+			if len(env) > 0 {
+				cmd.Env = env
+			}
 			out, err := cmd.Output()
 			if err != nil {
 				out = []byte("unknown " + err.Error())

@@ -2,11 +2,16 @@ package build
 
 import (
 	"context"
+	"crypto/rand"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/capability"
+	"github.com/webordinary/webordinary/internal/sandbox"
 )
 
 // TestSealModulesLeavesNothingAJobCouldUse: what a prepared install left (a set-id
@@ -210,5 +215,105 @@ func TestFailedPreparationIsNotRepeated(t *testing.T) {
 	}
 	if runs, _ := os.ReadFile(count); string(runs) != "run\n" {
 		t.Fatalf("npm ran %q: the failed preparation was repeated", runs)
+	}
+}
+
+// TestToolchainIsAskedWithoutTheJobsHome: the job is the attacker. Its build home (which the
+// install's environment names as HOME) holds an .npmrc it planted, here a FIFO. The platform
+// asks the toolchain's versions as root outside any jail: npm must not read the job's
+// settings there (a FIFO would hold every install of the worker until the query's timeout).
+func TestToolchainIsAskedWithoutTheJobsHome(t *testing.T) {
+	t.Parallel()
+	capability.Need(t, capability.Node)
+	home := t.TempDir()
+	fifo := filepath.Join(home, ".npmrc")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan bool, 1)
+	go func() { // a reader opening the FIFO (npm reading the job's settings) lets this through
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		opened <- err == nil
+		if err == nil {
+			f.WriteString("fund=false\n")
+			f.Close()
+		}
+	}()
+	p := &Packages{Dir: t.TempDir()}
+	in := installInputs{names: []string{"package.json"}, data: map[string][]byte{"package.json": []byte("{}")}}
+	path := "PATH=" + os.Getenv("PATH")
+	p.modulesKey(in, Config{Env: []string{path, "HOME=" + home}, FillEnv: []string{path}})
+	select {
+	case <-opened:
+		t.Error("asking the toolchain's versions read the job's .npmrc")
+	default:
+	}
+	if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil { // lets the writer go
+		defer f.Close()
+	}
+	if !strings.Contains(p.tools, "npm") || strings.Contains(p.tools, "unknown") {
+		t.Errorf("toolchain %q", p.tools)
+	}
+}
+
+// TestNothingOfThePreparationOutlivesIt: the prepared install is the attacker, jailed as the
+// pipeline jails it (real bubblewrap, as the job's user). It leaves a process behind, in a
+// session of its own, holding a file of its node_modules open for writing and waiting for the
+// seal to make the file root's, to write through it then (every site with the key would get
+// what it writes). When the store has the entry, nothing of the preparation runs any more,
+// and the entry holds what the install made.
+func TestNothingOfThePreparationOutlivesIt(t *testing.T) {
+	t.Parallel()
+	capability.Need(t, capability.Root)
+	capability.Need(t, capability.Bubblewrap)
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} { // t.TempDir's are 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := "webordinary-left-behind-" + strings.ToLower(rand.Text())
+	bin := filepath.Join(base, "bin")
+	write(t, filepath.Join(bin, "npm"), "#!/bin/sh\n[ \"$1\" = --version ] && { echo 0.0.0-fake; exit 0; }\n"+
+		"mkdir -p node_modules/is-number && echo 'module.exports=1' > node_modules/is-number/index.js\n"+
+		"setsid sh -c 'exec 3>>node_modules/is-number/index.js; touch ../home/ready; while [ \"$(stat -c %u node_modules/is-number/index.js)\" != 0 ]; do sleep 0.01; done; echo evil >&3' "+
+		marker+" </dev/null >/dev/null 2>&1 &\n"+
+		"until [ -e ../home/ready ]; do sleep 0.01; done; echo left behind\n")
+	if err := os.Chmod(filepath.Join(bin, "npm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired, Roots: []string{base}, ReadOnly: []string{bin}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Env: []string{"PATH=" + bin + ":" + os.Getenv("PATH")}, Own: sb.Own, Link: sb.OtherUser(),
+		FillJail: func(dir string) (*sandbox.Jail, error) {
+			if err := sb.Own(dir); err != nil {
+				return nil, err
+			}
+			return sb.Jail(sandbox.Spec{Writable: []string{dir}}), nil
+		}}
+	p := &Packages{Dir: filepath.Join(base, "packages")}
+	log := newTail(4 << 10)
+	if !p.modules(context.Background(), shopFiles(t), "x", cfg, log) {
+		t.Fatalf("the site was not installed from the store:\n%s", log)
+	}
+	if !strings.Contains(log.String(), "left behind") {
+		t.Fatalf("the preparation did not leave its process behind:\n%s", log)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		if data, _ := os.ReadFile(c); strings.Contains(string(data), marker) {
+			t.Errorf("the preparation's process %s runs on after the store took its tree: %q", filepath.Dir(c), data)
+		}
+	}
+	entries, _ := filepath.Glob(filepath.Join(p.modulesDir(), "[0-9a-f]*", "is-number", "index.js"))
+	for _, e := range entries {
+		if data, _ := os.ReadFile(e); string(data) != "module.exports=1\n" {
+			t.Errorf("the store's %s holds %q", e, data)
+		}
+	}
+	if len(entries) != 1 {
+		t.Fatalf("the store holds %d entries", len(entries))
 	}
 }
