@@ -213,17 +213,20 @@ func resolved(p string) string {
 }
 
 // covered reports whether p is under a read-only root every job sees.
-func (s *Sandbox) covered(p string) bool {
+func (s *Sandbox) covered(p string) bool { return s.coveredBy(p) != "" }
+
+// coveredBy is the path of the read-only bind every job gets that p lies under, or "".
+func (s *Sandbox) coveredBy(p string) string {
 	for i := 0; i+2 < len(s.base); i++ {
 		if s.base[i] != "--ro-bind" {
 			continue
 		}
 		root := s.base[i+2]
 		if p == root || strings.HasPrefix(p, root+"/") {
-			return true
+			return root
 		}
 	}
-	return false
+	return ""
 }
 
 // toolchainRoots are bound read-only when they exist; /bin, /lib... become symlinks when they

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -116,6 +117,27 @@ func New(cfg Config) (*Sandbox, error) {
 	return s, nil
 }
 
+// checkPrivate refuses roots (the directories every tenant's files live under) that every
+// job would see: below a path all jails bind read-only (the toolchain roots, PATH directories,
+// Config.ReadOnly), each job could read every other tenant's workspace and state.
+func (s *Sandbox) checkPrivate(roots ...string) error {
+	for _, r := range roots {
+		r = filepath.Clean(r)
+		candidates := []string{r}
+		if real, err := filepath.EvalSymlinks(r); err == nil {
+			candidates = append(candidates, real)
+		}
+		for _, p := range candidates {
+			if bind := s.coveredBy(p); bind != "" {
+				return fmt.Errorf("jobs' files would live in %s, under %s, which every job sees read-only "+
+					"(the toolchain, a PATH directory or sandbox.read_only), so each job could read every site's files: "+
+					"put the data directory elsewhere (the default for root is %s) or take %s out of sandbox.read_only", r, bind, "/var/lib/webordinary", bind)
+			}
+		}
+	}
+	return nil
+}
+
 func (c Config) withDefaults() (Config, error) {
 	switch c.Mode {
 	case "":
@@ -148,6 +170,9 @@ func (s *Sandbox) probe() error {
 	}
 	s.bwrap = path
 	s.base = s.baseArgs()
+	if err := s.checkPrivate(s.cfg.Roots...); err != nil {
+		return &setupError{err}
+	}
 	if err := s.CheckReachable(s.cfg.Roots...); err != nil {
 		return &setupError{err}
 	}

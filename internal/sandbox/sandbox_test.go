@@ -298,3 +298,26 @@ func (b *syncBuffer) String() string {
 	defer func() { <-b.mu }()
 	return b.buf.String()
 }
+
+// TestJobsFilesUnderWhatEveryJobSeesAreRefused: a data directory under a path every jail binds
+// read-only (here sandbox.read_only names its parent; /opt or a PATH directory would do the
+// same) would let each job read every other site's workspace. The sandbox refuses it at once
+// and says what to do.
+func TestJobsFilesUnderWhatEveryJobSeesAreRefused(t *testing.T) {
+	t.Parallel()
+	capability.Need(t, capability.Bubblewrap)
+	shared := t.TempDir()
+	for _, d := range []string{filepath.Dir(shared), shared} { // t.TempDir's are 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws := filepath.Join(shared, "data", "workspaces")
+	_, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired, ReadOnly: []string{shared}, Roots: []string{ws}})
+	if err == nil || !strings.Contains(err.Error(), "every job sees read-only") || !strings.Contains(err.Error(), "put the data directory elsewhere") {
+		t.Fatalf("jobs' files under a path every job sees: %v; want a refusal that says what to do", err)
+	}
+	if _, err := sandbox.New(sandbox.Config{Mode: sandbox.ModeRequired, ReadOnly: []string{filepath.Join(shared, "tools")}, Roots: []string{ws}}); err != nil {
+		t.Fatalf("a read-only path beside the data directory: %v", err)
+	}
+}
