@@ -111,6 +111,10 @@ func (r *run) startBuild(ctx context.Context) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("the default branch did not build: %w", err)
 	}
+	if ms := res.InstallDuration.Milliseconds(); ms > 0 { // the job's install, done here first
+		r.stages["install"] += ms
+		r.stages["before"] -= ms
+	}
 	r.buildRes = res
 	defer func() { r.buildRes = build.Result{} }() // the job's own build is reported, not this one
 	return r.siteDir(ctx)
