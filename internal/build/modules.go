@@ -212,7 +212,7 @@ func (p *Packages) modules(ctx context.Context, dir, lock string, cfg Config, lo
 		outcome = "built"
 		p.evictModules(entry)
 	}
-	n, err := graftModules(dir, entry, cfg)
+	n, err := graftChecked(dir, entry, cfg)
 	if err != nil {
 		fmt.Fprintf(log, "\nwebordinary: the prepared node_modules were not copied (%v); installing in the site\n", err)
 		metrics.ModuleInstalls.WithLabelValues("graft_failed").Inc()
@@ -355,6 +355,34 @@ func sealModules(dir string) error {
 		}
 		return nil
 	})
+}
+
+// duringGraft, when set (tests), runs after the graft and before graftChecked's check.
+var duringGraft func()
+
+// graftChecked is graftModules, then a check that entry is still the one it began with: an
+// eviction meanwhile (retire renames before it removes anything) may have left the site a
+// partial copy, which is removed and reported.
+func graftChecked(dir, entry string, cfg Config) (int, error) {
+	before, err := os.Lstat(entry)
+	if err != nil {
+		return 0, err
+	}
+	n, err := graftModules(dir, entry, cfg)
+	if err != nil {
+		return n, err
+	}
+	if duringGraft != nil {
+		duringGraft()
+	}
+	if after, err := os.Lstat(entry); err != nil || !os.SameFile(before, after) {
+		if tree, err := hostile.Open(dir); err == nil {
+			_ = tree.RemoveAll("node_modules")
+			tree.Close()
+		}
+		return 0, errors.New("the prepared entry was evicted while it was copied")
+	}
+	return n, nil
 }
 
 // graftModules replaces the site's node_modules with entry (see Tree.Graft), gives what it

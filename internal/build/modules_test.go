@@ -317,3 +317,41 @@ func TestNothingOfThePreparationOutlivesIt(t *testing.T) {
 		t.Fatalf("the store holds %d entries", len(entries))
 	}
 }
+
+// TestAnEntryEvictedDuringItsGraftIsNotUsed: the store evicts the entry a site is being given
+// (another tenant's preparation made room) before the copy is checked. The site must not keep a
+// copy that may be partial: the graft reports failure and leaves no node_modules, so the site
+// installs on its own; the evicted entry is gone from the store.
+func TestAnEntryEvictedDuringItsGraftIsNotUsed(t *testing.T) {
+	store, site := t.TempDir(), t.TempDir()
+	entry := filepath.Join(store, "k1")
+	if err := os.MkdirAll(filepath.Join(entry, "astro"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(entry, "astro", "index.js"), []byte("export {}\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	duringGraft = func() {
+		if err := retire(entry); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { duringGraft = nil }()
+	if n, err := graftChecked(site, entry, Config{}); err == nil {
+		t.Fatalf("a graft whose entry was evicted meanwhile reported %d entries and no error", n)
+	}
+	if _, err := os.Lstat(filepath.Join(site, "node_modules")); !os.IsNotExist(err) {
+		t.Errorf("the site kept node_modules from an evicted entry: %v", err)
+	}
+	left, _ := os.ReadDir(store)
+	if len(left) != 0 {
+		t.Errorf("the store still holds %v after the eviction", left)
+	}
+	duringGraft = nil
+	if err := os.MkdirAll(entry, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := graftChecked(site, entry, Config{}); err != nil {
+		t.Fatalf("a graft with nothing evicted: %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -296,6 +297,9 @@ func evictLRU(dir, keep string, max int64) int64 {
 	var uses []use
 	var total int64
 	for _, d := range dirs {
+		if d.IsDir() && strings.HasPrefix(d.Name(), retiredPrefix) {
+			_ = os.RemoveAll(filepath.Join(dir, d.Name())) // a crash's leftover
+		}
 		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 			continue
 		}
@@ -312,11 +316,26 @@ func evictLRU(dir, keep string, max int64) int64 {
 		if total <= max {
 			break
 		}
-		if u.path != keep && os.RemoveAll(u.path) == nil {
+		if u.path != keep && retire(u.path) == nil {
 			total -= u.size
 		}
 	}
 	return total
+}
+
+// retiredPrefix names entries being removed: readers never look a dot name up.
+const retiredPrefix = ".retired-"
+
+// retire takes the store entry at path out of the store at once (a rename to a dot name), then
+// removes it, so a reader that checks the entry after using it (graftChecked) sees it gone
+// rather than having read it half removed. What a crash left retired is removed by the next
+// eviction's pass over the store.
+func retire(path string) error {
+	gone := filepath.Join(filepath.Dir(path), retiredPrefix+filepath.Base(path)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.Rename(path, gone); err != nil {
+		return err
+	}
+	return os.RemoveAll(gone)
 }
 
 func dirSize(dir string) int64 {
