@@ -103,31 +103,19 @@ func NewDir(cfg DirConfig) (*Dir, error) {
 // latest; each switch is atomic on its own. Deploys of different threads run concurrently
 // and switch one at a time.
 func (d *Dir) Deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
-	start := time.Now()
-	if err := site.Validate(); err != nil {
-		return Deployment{}, err
-	}
-	unlock, err := d.lock(ctx, "thread "+site.String())
-	if err != nil {
-		return Deployment{}, err
-	}
-	defer unlock()
-	dep, err := d.deploy(ctx, site, dir, true)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return Deployment{}, ctxErr
-		}
-		return Deployment{}, fmt.Errorf("deploy preview %s: %w", site, err)
-	}
-	dep.Duration = time.Since(start)
-	d.logDeploy(ctx, site, dep)
-	return dep, nil
+	return d.deployLocked(ctx, site, dir, true)
 }
 
 var _ Baselines = (*Dir)(nil)
 
 // DeployBaseline implements Baselines: Deploy without switching the project's latest.
 func (d *Dir) DeployBaseline(ctx context.Context, site Site, dir string) (Deployment, error) {
+	return d.deployLocked(ctx, site, dir, false)
+}
+
+// deployLocked deploys under the thread's lock; without latest (a baseline) the project's
+// latest stays and the deployment names the thread's URL only.
+func (d *Dir) deployLocked(ctx context.Context, site Site, dir string, latest bool) (Deployment, error) {
 	start := time.Now()
 	if err := site.Validate(); err != nil {
 		return Deployment{}, err
@@ -137,16 +125,27 @@ func (d *Dir) DeployBaseline(ctx context.Context, site Site, dir string) (Deploy
 		return Deployment{}, err
 	}
 	defer unlock()
-	dep, err := d.deploy(ctx, site, dir, false)
+	dep, err := d.deploy(ctx, site, dir, latest)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return Deployment{}, ctxErr
 		}
-		return Deployment{}, fmt.Errorf("deploy the baseline of %s: %w", site, err)
+		return Deployment{}, fmt.Errorf("%s %s: %w", deployWhat(latest), site, err)
 	}
-	dep.URLs, dep.Duration = dep.URLs[:min(1, len(dep.URLs))], time.Since(start)
+	if !latest {
+		dep.URLs = dep.URLs[:min(1, len(dep.URLs))]
+	}
+	dep.Duration = time.Since(start)
 	d.logDeploy(ctx, site, dep)
 	return dep, nil
+}
+
+// deployWhat names a deployment in errors: a preview, or (without latest) a baseline.
+func deployWhat(latest bool) string {
+	if latest {
+		return "deploy preview"
+	}
+	return "deploy the baseline of"
 }
 
 // deploy runs the steps of one deploy, switching the project's latest too when latest is

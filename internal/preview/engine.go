@@ -140,6 +140,12 @@ func threadKey(s Site) string { return s.Project + "." + s.Thread }
 
 // Deploy implements Target.
 func (e *Engine) Deploy(ctx context.Context, site Site, dir string) (Deployment, error) {
+	return e.deployLocked(ctx, site, dir, true)
+}
+
+// deployLocked deploys under the thread's lock; without latest (a baseline) the project's
+// latest stays and the deployment names the thread's URL only.
+func (e *Engine) deployLocked(ctx context.Context, site Site, dir string, latest bool) (Deployment, error) {
 	start := time.Now()
 	if err := site.Validate(); err != nil {
 		return Deployment{}, err
@@ -149,15 +155,20 @@ func (e *Engine) Deploy(ctx context.Context, site Site, dir string) (Deployment,
 		return Deployment{}, err
 	}
 	defer unlock()
-	dep, err := e.deploy(ctx, site, dir, true)
+	dep, err := e.deploy(ctx, site, dir, latest)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return Deployment{}, ctxErr
 		}
-		return Deployment{}, fmt.Errorf("deploy preview %s: %w", site, err)
+		return Deployment{}, fmt.Errorf("%s %s: %w", deployWhat(latest), site, err)
+	}
+	what := "preview deployed to the engine"
+	if !latest {
+		urls := e.cfg.URLs(site)
+		dep.URLs, what = urls[:min(1, len(urls))], "baseline deployed to the engine"
 	}
 	dep.Duration = time.Since(start)
-	e.cfg.Logger.InfoContext(ctx, "preview deployed to the engine", siteAttrs(site), slog.String("version", dep.Version),
+	e.cfg.Logger.InfoContext(ctx, what, siteAttrs(site), slog.String("version", dep.Version),
 		slog.Int("written", dep.Written), slog.Int("unchanged", dep.Unchanged), slog.Int64("bytes", dep.Bytes),
 		slog.Duration("duration", dep.Duration))
 	return dep, nil
@@ -208,27 +219,7 @@ var _ Baselines = (*Engine)(nil)
 
 // DeployBaseline implements Baselines: Deploy without switching the project's latest.
 func (e *Engine) DeployBaseline(ctx context.Context, site Site, dir string) (Deployment, error) {
-	start := time.Now()
-	if err := site.Validate(); err != nil {
-		return Deployment{}, err
-	}
-	unlock, err := e.lock(ctx, threadKey(site))
-	if err != nil {
-		return Deployment{}, err
-	}
-	defer unlock()
-	dep, err := e.deploy(ctx, site, dir, false)
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return Deployment{}, ctxErr
-		}
-		return Deployment{}, fmt.Errorf("deploy the baseline of %s: %w", site, err)
-	}
-	urls := e.cfg.URLs(site)
-	dep.URLs, dep.Duration = urls[:min(1, len(urls))], time.Since(start)
-	e.cfg.Logger.InfoContext(ctx, "baseline deployed to the engine", siteAttrs(site), slog.String("version", dep.Version),
-		slog.Int("written", dep.Written), slog.Int("unchanged", dep.Unchanged), slog.Duration("duration", dep.Duration))
-	return dep, nil
+	return e.deployLocked(ctx, site, dir, false)
 }
 
 var _ Production = (*Engine)(nil)
