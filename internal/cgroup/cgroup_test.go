@@ -72,30 +72,12 @@ func TestPlaceCountsAndKillsTheTree(t *testing.T) {
 
 func TestMemoryIsBoundedForTheTree(t *testing.T) {
 	t.Parallel()
-	h := opened(t)
-	g, err := h.New(Limits{Memory: 64 << 20, Pids: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Remove()
 	// Four children of 40 MiB each: under the limit alone, over it together.
-	cmd := exec.Command("/bin/sh", "-c", `read go; for i in 1 2 3 4; do (head -c 40M /dev/zero | tail -c 40M >/dev/null; sleep 600) & done; wait`)
-	in, _ := cmd.StdinPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Place(cmd.Process.Pid); err != nil {
-		t.Fatal(err)
-	}
-	in.Write([]byte("go\n"))
-	st := waitStats(t, g, func(st Stats) bool { return st.OOMKills > 0 })
+	st := oomKilled(t, opened(t), Limits{Memory: 64 << 20, Pids: 64},
+		`for i in 1 2 3 4; do (head -c 40M /dev/zero | tail -c 40M >/dev/null; sleep 600) & done; wait`)
 	if st.MemoryFull == 0 {
 		t.Errorf("killed at its own limit, but MemoryFull is 0: %+v", st)
 	}
-	if err := g.Remove(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
 }
 
 // TestAnOOMAboveTheGroupIsNotItsLimit: memory ran out above the job's group (here a parent
@@ -104,12 +86,22 @@ func TestMemoryIsBoundedForTheTree(t *testing.T) {
 func TestAnOOMAboveTheGroupIsNotItsLimit(t *testing.T) {
 	t.Parallel()
 	host := hostWithLittleMemory(t, opened(t), 64<<20)
-	g, err := host.New(Limits{Memory: 1 << 30, Pids: 64})
+	st := oomKilled(t, host, Limits{Memory: 1 << 30, Pids: 64}, `head -c 200M /dev/zero | tail -c 200M >/dev/null; sleep 600`)
+	if st.MemoryFull != 0 {
+		t.Errorf("memory ran out above the group, yet its counters say it reached its own limit: %+v", st)
+	}
+}
+
+// oomKilled runs script in a new group of h with limits l, placed before the script starts,
+// until an OOM kill shows in the group's counters; it removes the group and returns them.
+func oomKilled(t *testing.T, h *Hierarchy, l Limits, script string) Stats {
+	t.Helper()
+	g, err := h.New(l)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Remove()
-	cmd := exec.Command("/bin/sh", "-c", `read go; head -c 200M /dev/zero | tail -c 200M >/dev/null; sleep 600`)
+	cmd := exec.Command("/bin/sh", "-c", "read go; "+script)
 	in, _ := cmd.StdinPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -119,13 +111,11 @@ func TestAnOOMAboveTheGroupIsNotItsLimit(t *testing.T) {
 	}
 	in.Write([]byte("go\n"))
 	st := waitStats(t, g, func(st Stats) bool { return st.OOMKills > 0 })
-	if st.MemoryFull != 0 {
-		t.Errorf("memory ran out above the group, yet its counters say it reached its own limit: %+v", st)
-	}
 	if err := g.Remove(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	return st
 }
 
 // hostWithLittleMemory returns a hierarchy whose groups are made under a new group of h's

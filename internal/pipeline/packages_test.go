@@ -49,6 +49,19 @@ func sharedPackages(t *testing.T, dir *string) func(*pipelineConfig) {
 	}
 }
 
+// shopWithSharedPackages is the shop site (an npm lockfile) with an agent that puts the
+// instruction in its heading, run sandboxed with a shared package cache; it returns the
+// fixture and the cache's directory. It skips without Node.js.
+func shopWithSharedPackages(t *testing.T) (*fixture, string) {
+	t.Helper()
+	needNPM(t)
+	var shared string
+	f := setupConfig(t, shopSite, func(p *project.Project) {
+		p.Agent = project.AgentSpec{Kind: "command", Command: `sed -i "s|Hello|$WO_INSTRUCTION|" index.html`}
+	}, sharedPackages(t, &shared))
+	return f, shared
+}
+
 func needNPM(t *testing.T) {
 	t.Helper()
 	capability.Need(t, capability.Node)
@@ -70,11 +83,7 @@ func (f *fixture) installed(out worker.Outcome) string {
 // still gets npm's real package, and the shared cache holds nothing the attacker wrote.
 func TestATenantCannotPoisonAnothersPackages(t *testing.T) {
 	t.Parallel()
-	needNPM(t)
-	var shared string
-	f := setupConfig(t, shopSite, func(p *project.Project) {
-		p.Agent = project.AgentSpec{Kind: "command", Command: `sed -i "s|Hello|$WO_INSTRUCTION|" index.html`}
-	}, sharedPackages(t, &shared))
+	f, shared := shopWithSharedPackages(t)
 	attack := shopSite["build.sh"] + `for f in $(find / \( -path /proc -o -path /sys -o -path /dev -o -path /usr \) -prune -o -type f -path '*cacache*' -print 2>/dev/null); do
   chmod u+w "$f" 2>/dev/null; printf evil > "$f" 2>/dev/null
 done
@@ -118,11 +127,7 @@ exit 0
 // shared cache.
 func TestNewTenantInstallsFromTheSharedPackages(t *testing.T) {
 	t.Parallel()
-	needNPM(t)
-	var shared string
-	f := setupConfig(t, shopSite, func(p *project.Project) {
-		p.Agent = project.AgentSpec{Kind: "command", Command: `sed -i "s|Hello|$WO_INSTRUCTION|" index.html`}
-	}, sharedPackages(t, &shared))
+	f, _ := shopWithSharedPackages(t)
 	start := time.Now()
 	alice, err := f.runFor(taskAs("alice", "t1", "Hi"), 5*time.Minute)
 	if err != nil {
@@ -153,11 +158,7 @@ func TestNewTenantInstallsFromTheSharedPackages(t *testing.T) {
 // nothing the attacker wrote, and the store holds nothing the attacker wrote.
 func TestATenantCannotPoisonAnothersModules(t *testing.T) {
 	t.Parallel()
-	needNPM(t)
-	var shared string
-	f := setupConfig(t, shopSite, func(p *project.Project) {
-		p.Agent = project.AgentSpec{Kind: "command", Command: `sed -i "s|Hello|$WO_INSTRUCTION|" index.html`}
-	}, sharedPackages(t, &shared))
+	f, shared := shopWithSharedPackages(t)
 	report := `mkdir -p dist && cp index.html dist/ && sha256sum node_modules/is-number/index.js | cut -c1-64 > dist/sum.txt
 ls -a node_modules/is-number > dist/files.txt
 stat -c %h node_modules/is-number/index.js > dist/links.txt
