@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/webordinary/webordinary/internal/mail/sesin"
 	"github.com/webordinary/webordinary/internal/metrics"
 	"github.com/webordinary/webordinary/internal/project"
+	"github.com/webordinary/webordinary/internal/retry"
 	"github.com/webordinary/webordinary/internal/router"
 )
 
@@ -68,7 +71,17 @@ func (a *App) loadMailFiles() error {
 // base is the HTTP server's public address: job pages and publish links live under it.
 func (a *App) buildMail(ctx context.Context, b *broker.Backend, r *router.Router, base string) (*mailParts, error) {
 	m, data := a.cfg.Mail, a.cfg.Data
-	secret, err := loadMailSecret(ctx, b, m.Secret, data)
+	// A serve that starts with the members of an embedded cluster may ask before the engine
+	// has elected its leaders ("no responders"): ask again for a while, as the worker does.
+	var secret []byte
+	wctx, cancel := context.WithTimeout(ctx, engineAnswerWait)
+	defer cancel()
+	err := retry.Do(wctx, func(ctx context.Context) (err error) {
+		secret, err = loadMailSecret(ctx, b, m.Secret, data)
+		return err
+	}, nil, func(err error) {
+		a.log.WarnContext(ctx, "reply-token secret: the engine does not answer yet; asking again", slog.Any("err", err))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +146,10 @@ const (
 // loadMailSecret is secret, else the engine's. The first serve without one stores the data
 // directory's mail-secret file, where serve kept it before, else a fresh secret; serves
 // starting together agree on the one stored first.
+// engineAnswerWait bounds how long start-up asks an engine that does not answer yet (a
+// cluster electing its leaders, each raft group in seconds).
+const engineAnswerWait = time.Minute
+
 func loadMailSecret(ctx context.Context, b *broker.Backend, secret, data string) ([]byte, error) {
 	if secret != "" {
 		return []byte(secret), nil
