@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/egress"
 )
@@ -77,9 +78,18 @@ func TestUsageIsCounted(t *testing.T) {
 	// At list prices: sonnet (10 + 5 cache reads at a tenth) in, 7 out; haiku 100 in, 40 out;
 	// gpt-5-mini 1,000 in, 300 out.
 	cost := (10.5*3+7*15)/1e6 + (100*1+40*5)/1e6 + (1000*0.25+300*2)/1e6
+	// The proxy counts a stream's last usage event as it copies it: the client may read the
+	// end of the body a moment before the count, so wait for it (bounded).
+	want := egress.Usage{InputTokens: 15 + 100 + 1000, OutputTokens: 7 + 40 + 300, Requests: 3}
+	counted := func(got egress.Usage) bool {
+		return got.InputTokens == want.InputTokens && got.OutputTokens == want.OutputTokens &&
+			got.Requests == want.Requests && math.Abs(got.CostUSD-cost) <= 1e-12
+	}
 	got := s.Usage()
-	if want := (egress.Usage{InputTokens: 15 + 100 + 1000, OutputTokens: 7 + 40 + 300, Requests: 3}); got.InputTokens != want.InputTokens ||
-		got.OutputTokens != want.OutputTokens || got.Requests != want.Requests || math.Abs(got.CostUSD-cost) > 1e-12 {
+	for deadline := time.Now().Add(5 * time.Second); !counted(got) && time.Now().Before(deadline); got = s.Usage() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !counted(got) {
 		t.Errorf("usage %+v, want %+v costing $%.7f", got, want, cost)
 	}
 	// The budget ($0.001) is spent: the next model call is refused, whatever the agent.
