@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,8 @@ type sink struct {
 	mu   sync.Mutex
 	msgs [][]byte
 	ln   net.Listener
+	// refuse, while set, refuses every recipient for good (550).
+	refuse atomic.Bool
 }
 
 func newSink(t *testing.T) *sink {
@@ -66,7 +69,12 @@ type sinkSession struct{ s *sink }
 func (ss *sinkSession) Reset()                               {}
 func (ss *sinkSession) Logout() error                        { return nil }
 func (ss *sinkSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (ss *sinkSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (ss *sinkSession) Rcpt(string, *smtp.RcptOptions) error {
+	if ss.s.refuse.Load() {
+		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}
+	}
+	return nil
+}
 func (ss *sinkSession) Data(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	ss.s.mu.Lock()

@@ -27,11 +27,13 @@ const mailUsage = `Usage: webordinary mail <command> [flags]
   quarantine [release|delete ID]    mail set aside as unparseable: list, release or delete
   held [release|drop ID...|all]     mail held because its sender was over a limit: list,
                                     release (run it) or drop
+  replies [retry|drop ID...|all]    replies that could not be sent (the relay refused them
+                                    or every attempt failed): list, send again or drop
 `
 
 func runMail(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageError{"mail", fmt.Errorf("missing the command: send, inspect, quarantine or held\n\n%s", mailUsage)}
+		return usageError{"mail", fmt.Errorf("missing the command: send, inspect, quarantine, held or replies\n\n%s", mailUsage)}
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
@@ -45,6 +47,8 @@ func runMail(ctx context.Context, args []string) error {
 		return mailQuarantine(ctx, args[1:])
 	case "held":
 		return mailHeld(ctx, args[1:])
+	case "replies":
+		return mailReplies(ctx, args[1:])
 	}
 	return usageError{"mail", fmt.Errorf("unknown mail command %q\n\n%s", args[0], mailUsage)}
 }
@@ -252,6 +256,66 @@ func listHeld(ctx context.Context, c *api.Client, asJSON bool) error {
 	fmt.Fprintln(w, "ID\tRECEIVED\tFROM\tSUBJECT\tREASON")
 	for _, m := range held {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.ID, ago(m.ReceivedAt), dash(cmp.Or(m.From, m.MailFrom)), dash(firstLineOf(m.Subject, 40)), firstLineOf(m.Reason, 60))
+	}
+	return nil
+}
+
+func mailReplies(ctx context.Context, args []string) error {
+	var cf clientFlags
+	fs := newFlags("mail replies", "[retry ID... | drop ID... | retry all | drop all]")
+	cf.register(fs)
+	pos, err := parseWith(fs, args, 1<<20)
+	if err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return listReplies(ctx, c, cf.json)
+	}
+	op := map[string]func(context.Context, string) error{"retry": c.RetryReply, "drop": c.DropReply}[pos[0]]
+	if op == nil || len(pos) < 2 {
+		return usageError{"mail replies", fmt.Errorf("want no argument (list), retry ID... or drop ID... (or all)")}
+	}
+	ids := pos[1:]
+	if len(ids) == 1 && ids[0] == "all" {
+		parked, err := c.ParkedReplies(ctx)
+		if err != nil {
+			return explain(err)
+		}
+		ids = ids[:0]
+		for _, p := range parked {
+			ids = append(ids, p.ID)
+		}
+	}
+	for _, id := range ids {
+		if err := op(ctx, id); err != nil {
+			return explain(err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s %d parked reply(s)\n", map[string]string{"retry": "queued again", "drop": "dropped"}[pos[0]], len(ids))
+	return nil
+}
+
+func listReplies(ctx context.Context, c *api.Client, asJSON bool) error {
+	parked, err := c.ParkedReplies(ctx)
+	if err != nil {
+		return explain(err)
+	}
+	if asJSON {
+		return printJSON(parked)
+	}
+	if len(parked) == 0 {
+		fmt.Println("no reply is parked: every reply was sent or is on its way")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	defer w.Flush()
+	fmt.Fprintln(w, "ID\tQUEUED\tTO\tSUBJECT\tERROR")
+	for _, p := range parked {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.ID, ago(p.Enqueued), dash(strings.Join(p.To, ", ")), dash(firstLineOf(p.Subject, 40)), firstLineOf(p.Error, 60))
 	}
 	return nil
 }

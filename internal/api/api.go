@@ -10,6 +10,7 @@
 //	POST /api/mail/inspect         raw message → the mail router's report (422 over the parse budget)
 //	GET  /api/mail/quarantine      mail set aside; POST …/{id}/release, DELETE …/{id}
 //	GET  /api/mail/held            mail held over a sender's limit; POST …/{id}/release, DELETE …/{id}
+//	GET  /api/mail/replies         replies that could not be sent; POST …/{id}/retry, DELETE …/{id}
 //	GET  /healthz                  200 when the engine answers
 //
 // The handler checks no access itself: serve puts it behind the dashboard's Guard (Host
@@ -49,6 +50,8 @@ type Server struct {
 	Quarantine MailQuarantine
 	// Held enables the /api/mail/held routes and the held list in /api/status; optional.
 	Held MailHeld
+	// Replies enables the /api/mail/replies routes (the outbox's parked replies); optional.
+	Replies MailReplies
 	// RevokeThreadLinks enables POST /api/threads/{id}/revoke-links: every link to the
 	// thread's owner page issued so far stops working (inbound.Inbound.RevokeThread); optional.
 	RevokeThreadLinks func(ctx context.Context, thread string) error
@@ -66,6 +69,7 @@ func (s *Server) Handler() http.Handler {
 	s.tenantRoutes(mux)
 	s.quarantineRoutes(mux)
 	s.heldRoutes(mux)
+	s.replyRoutes(mux)
 	if s.InspectMail != nil {
 		mux.HandleFunc("POST /api/mail/inspect", s.inspectMail)
 	}

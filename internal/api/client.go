@@ -15,6 +15,7 @@ import (
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/mail/inbound"
 	"github.com/webordinary/webordinary/internal/mail/intake"
+	"github.com/webordinary/webordinary/internal/mail/outbox"
 	"github.com/webordinary/webordinary/internal/project"
 	"github.com/webordinary/webordinary/internal/router"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -24,7 +25,7 @@ import (
 var (
 	// ErrUnauthorized: the server wants a valid API token (401).
 	ErrUnauthorized = errors.New("api: unauthorized")
-	// ErrNotFound: no such job, project, quarantined or held message (404).
+	// ErrNotFound: no such job, project, quarantined or held message, or parked reply (404).
 	ErrNotFound = errors.New("api: not found")
 	// ErrInvalid: the server refused the request as malformed or invalid (400, 422).
 	ErrInvalid = errors.New("api: invalid request")
@@ -204,6 +205,22 @@ func (c *Client) ReleaseHeld(ctx context.Context, id string) error {
 // DropHeld drops a held message for good (DELETE /api/mail/held/{id}).
 func (c *Client) DropHeld(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/api/mail/held/"+url.PathEscape(id), nil, http.StatusOK, nil)
+}
+
+// ParkedReplies lists the replies that could not be sent (GET /api/mail/replies).
+func (c *Client) ParkedReplies(ctx context.Context) ([]outbox.Parked, error) {
+	var p []outbox.Parked
+	return p, c.do(ctx, http.MethodGet, "/api/mail/replies", nil, http.StatusOK, &p)
+}
+
+// RetryReply sends a parked reply again (POST /api/mail/replies/{id}/retry).
+func (c *Client) RetryReply(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/api/mail/replies/"+url.PathEscape(id)+"/retry", nil, http.StatusOK, nil)
+}
+
+// DropReply drops a parked reply for good (DELETE /api/mail/replies/{id}).
+func (c *Client) DropReply(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/api/mail/replies/"+url.PathEscape(id), nil, http.StatusOK, nil)
 }
 
 // DeleteQuarantined deletes a quarantined message for good (DELETE …/{id}).

@@ -348,6 +348,9 @@ func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project
 	if h := mail.held(); h != nil {
 		apiServer.Held = h
 	}
+	if mail != nil && mail.outbox != nil {
+		apiServer.Replies = mail.outbox
+	}
 	if mail != nil && mail.in != nil {
 		apiServer.RevokeThreadLinks = mail.in.RevokeThread
 	}

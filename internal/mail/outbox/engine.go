@@ -378,3 +378,106 @@ func (s *engineStore) prune(ctx context.Context, now time.Time) error {
 }
 
 func (s *engineStore) rescan() time.Duration { return s.e.scan() }
+
+// parked reads the failed table and each parked message's body.
+func (s *engineStore) parked(ctx context.Context) ([]parkedRecord, error) {
+	keys, err := s.e.Failed.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]parkedRecord, 0, len(keys))
+	for _, key := range keys {
+		rec, err := s.parkedOne(ctx, key)
+		if errors.Is(err, ErrNotParked) {
+			continue // retried or dropped since Keys
+		} else if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec.parkedRecord)
+	}
+	return recs, nil
+}
+
+// enginePark is a parked record with where its body is.
+type enginePark struct {
+	parkedRecord
+	body string
+}
+
+// parkedOne reads key's parked record and its message: ErrNotParked when there is none; an
+// unreadable record or a missing message is returned with its bad set.
+func (s *engineStore) parkedOne(ctx context.Context, key string) (enginePark, error) {
+	data, _, err := s.e.Failed.Get(ctx, key)
+	if errors.Is(err, broker.ErrNotFound) {
+		return enginePark{}, ErrNotParked
+	} else if err != nil {
+		return enginePark{}, err
+	}
+	var fr failedRecord
+	if err := json.Unmarshal(data, &fr); err != nil {
+		return enginePark{parkedRecord: parkedRecord{key: key, bad: fmt.Errorf("parked record: %w", err)}}, nil
+	}
+	rec := enginePark{parkedRecord: parkedRecord{key: key, m: fr.meta}, body: fr.Body}
+	if fr.Body == "" {
+		rec.bad = errors.New("the message is missing from the engine's blob store")
+		return rec, nil
+	}
+	rec.msg, _, err = s.e.Bodies.Get(ctx, fr.Body)
+	if errors.Is(err, broker.ErrNotFound) {
+		rec.bad = errors.New("the message is missing from the engine's blob store")
+	} else if err != nil {
+		return enginePark{}, err
+	}
+	return rec, nil
+}
+
+// unpark queues the parked message again under its body, then removes the parked record. A
+// message queued meanwhile under the same key (another serve retried it, or it was queued
+// afresh) is left as it is, and the parked copy's body is removed unless it is that one's.
+func (s *engineStore) unpark(ctx context.Context, key string, now time.Time) (meta, error) {
+	rec, err := s.parkedOne(ctx, key)
+	if err != nil {
+		return meta{}, err
+	}
+	if rec.bad != nil {
+		return meta{}, fmt.Errorf("%w: %w", errUnreadable, rec.bad)
+	}
+	m := fresh(rec.m, now)
+	data, err := json.Marshal(entry{meta: m, Body: rec.body})
+	if err != nil {
+		return meta{}, err
+	}
+	if _, err := s.e.Queue.Create(ctx, key, data); errors.Is(err, broker.ErrExists) {
+		if q, _, gerr := s.e.Queue.Get(ctx, key); gerr == nil {
+			if en, derr := decodeEntry(q); derr == nil && en.Body != rec.body {
+				s.dropBody(ctx, rec.body)
+			}
+		}
+	} else if err != nil {
+		return meta{}, err
+	}
+	return m, s.e.Failed.Delete(ctx, key)
+}
+
+// drop removes the parked record, then its message.
+func (s *engineStore) drop(ctx context.Context, key string) error {
+	rec, err := s.parkedOne(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := s.e.Failed.Delete(ctx, key); err != nil {
+		return err
+	}
+	if rec.body != "" {
+		s.dropBody(ctx, rec.body)
+	}
+	return nil
+}
+
+// dropBody removes a message no record points at any more; a failure leaves it orphaned in
+// the blob store, which is logged.
+func (s *engineStore) dropBody(ctx context.Context, body string) {
+	if err := s.e.Bodies.Delete(ctx, body); err != nil && !errors.Is(err, broker.ErrNotFound) {
+		s.log.WarnContext(ctx, "outbox: remove a dropped message from the engine", slog.String("body", body), slog.Any("err", err))
+	}
+}

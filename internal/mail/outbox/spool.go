@@ -28,6 +28,8 @@ const (
 	failedDir = "failed"
 	sentDir   = "sent"
 	msgExt    = ".msg"
+	// corruptExt names, in failed/, a queued record load could not read.
+	corruptExt = ".corrupt"
 )
 
 // sentMemory is how long a delivered Message-ID is remembered to make Enqueue idempotent.
@@ -146,7 +148,7 @@ func (s spool) load() (queued map[string]meta, bad []string, err error) {
 // quarantine moves an unreadable queue record aside.
 func (s spool) quarantine(key string) error {
 	from := filepath.Join(s.path(queueDir), key+msgExt)
-	if err := os.Rename(from, filepath.Join(s.path(failedDir), key+".corrupt")); err != nil {
+	if err := os.Rename(from, filepath.Join(s.path(failedDir), key+corruptExt)); err != nil {
 		return err
 	}
 	return durable.SyncDir(s.path(queueDir))

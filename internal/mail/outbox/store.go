@@ -3,8 +3,12 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/durable"
@@ -32,6 +36,14 @@ type store interface {
 	release(ctx context.Context, key string, m meta)
 	// prune forgets deliveries older than sentMemory.
 	prune(ctx context.Context, now time.Time) error
+	// parked lists the parked messages.
+	parked(ctx context.Context) ([]parkedRecord, error)
+	// unpark queues the parked message key again, due at now with its attempts counted
+	// afresh, and returns its meta: ErrNotParked when there is none, errUnreadable when it
+	// cannot be read.
+	unpark(ctx context.Context, key string, now time.Time) (meta, error)
+	// drop removes the parked message key for good: ErrNotParked when there is none.
+	drop(ctx context.Context, key string) error
 	// rescan is how often load must run again to see messages other processes queued;
 	// 0 when nobody else writes the store.
 	rescan() time.Duration
@@ -126,3 +138,60 @@ func (d diskStore) release(context.Context, string, meta) {}
 func (d diskStore) prune(_ context.Context, now time.Time) error { return d.pruneSent(now) }
 
 func (d diskStore) rescan() time.Duration { return 0 }
+
+// parked reads failed/: parked records, and the unreadable ones load set aside.
+func (d diskStore) parked(context.Context) ([]parkedRecord, error) {
+	entries, err := os.ReadDir(d.path(failedDir))
+	if err != nil {
+		return nil, err
+	}
+	var recs []parkedRecord
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, durable.TempPrefix) {
+			continue
+		}
+		if key, ok := strings.CutSuffix(name, msgExt); ok {
+			m, msg, err := readRecord(filepath.Join(d.path(failedDir), name))
+			recs = append(recs, parkedRecord{key: key, m: m, msg: msg, bad: err})
+		} else if key, ok := strings.CutSuffix(name, corruptExt); ok {
+			recs = append(recs, parkedRecord{key: key, bad: errors.New("the queued record was unreadable")})
+		}
+	}
+	return recs, nil
+}
+
+// unpark writes the record into queue/, then removes it from failed/: a crash in between
+// leaves it in both, and the queued copy is sent.
+func (d diskStore) unpark(_ context.Context, key string, now time.Time) (meta, error) {
+	m, msg, err := readRecord(filepath.Join(d.path(failedDir), key+msgExt))
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && d.exists(failedDir, key+corruptExt):
+		return meta{}, errUnreadable
+	case errors.Is(err, fs.ErrNotExist):
+		return meta{}, ErrNotParked
+	case err != nil:
+		return meta{}, fmt.Errorf("%w: %w", errUnreadable, err)
+	}
+	m = fresh(m, now)
+	if err := d.write(queueDir, key, m, msg); err != nil {
+		return meta{}, err
+	}
+	return m, durable.Remove(d.path(failedDir), key+msgExt)
+}
+
+func (d diskStore) drop(_ context.Context, key string) error {
+	found := false
+	for _, name := range []string{key + msgExt, key + corruptExt} {
+		if d.exists(failedDir, name) {
+			found = true
+			if err := durable.Remove(d.path(failedDir), name); err != nil {
+				return err
+			}
+		}
+	}
+	if !found {
+		return ErrNotParked
+	}
+	return nil
+}
