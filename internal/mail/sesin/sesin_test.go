@@ -183,6 +183,23 @@ func (f *fixture) notify(m sesMessage) {
 	must(f.t, err)
 }
 
+// inFlight waits until n notifications are received and not yet handled (held back).
+func (f *fixture) inFlight(n int) {
+	f.t.Helper()
+	want := fmt.Sprint(n)
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		out, err := f.sqs.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: &f.queueURL,
+			AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessagesNotVisible"}})
+		must(f.t, err)
+		if out.Attributes["ApproximateNumberOfMessagesNotVisible"] == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.t.Fatalf("%d notifications were not received within a minute", n)
+}
+
 // drained waits until the queue holds no notification, visible or not.
 func (f *fixture) drained() {
 	f.t.Helper()
@@ -264,15 +281,21 @@ func TestOrderPerSender(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.hold = 10 * time.Second
-	at := time.Now()
-	first := sesMessage{id: "ses-o1", msgID: "o1@example.com", at: at, sesAuth: passAuth, body: "First: make it green."}
-	second := sesMessage{id: "ses-o2", msgID: "o2@example.com", at: at.Add(100 * time.Millisecond), sesAuth: passAuth, body: "Second: make it bold."}
+	first := sesMessage{id: "ses-o1", msgID: "o1@example.com", sesAuth: passAuth, body: "First: make it green."}
+	second := sesMessage{id: "ses-o2", msgID: "o2@example.com", sesAuth: passAuth, body: "Second: make it bold."}
 	f.store(first)
 	f.store(second)
 	f.run()
+	// SES receives both now; the hold runs from here, so the set-up's time on a loaded
+	// machine does not count against it.
+	first.at = time.Now()
+	second.at = first.at.Add(100 * time.Millisecond)
 	f.notify(second)
-	time.Sleep(300 * time.Millisecond) // the later message's notification is seen alone first
+	f.inFlight(1) // the later message's notification is seen alone first, and held
 	f.notify(first)
+	if waited := time.Since(first.at); waited >= f.hold {
+		t.Fatalf("both notifications took %s to reach the queue, longer than the hold %s the test relies on", waited, f.hold)
+	}
 	f.drained()
 	q, err := f.b.Inbox.Open(context.Background(), tenant.ID{Project: "site", User: "alice"}, broker.QueueOptions{})
 	must(t, err)
