@@ -28,9 +28,13 @@ import (
 //     one on a fence key beside it, is refused by the records' async-persisted stream).
 //   - PublishResult: mem (one lock); natsjs (the result is published on the condition that
 //     the tenant's fence key in the results stream is still the one the holder's acquisition
-//     wrote: Leases.Acquire rewrites it); awsq reads the lease first (SQS has no conditional
-//     send). Everywhere a holder publishes only the result stored in a final record, which a
-//     fenced write made.
+//     wrote: Leases.Acquire rewrites it); awsq (a transaction: the lease condition beside a
+//     mark of the holder's token on the job's record, and the SQS send only once it
+//     committed; SQS has no conditional send, so a lease that runs out between the two lets
+//     that send through). Everywhere a holder publishes only the result stored in a final
+//     record, which a fenced write made, and the router acts on the result of a final record
+//     rather than on a message's copy, so a message makes nothing happen that a fenced write
+//     did not store.
 //   - Delivery's Ack, Retry and DeadLetter: mem (one lock); awsq (a transaction: the lease
 //     condition beside the ledger's update, itself conditioned on the queue's receipt
 //     handle); natsjs reads the lease first (a stream message removal has no condition).

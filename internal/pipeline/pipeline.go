@@ -138,6 +138,9 @@ func New(cfg Config) (*Pipeline, error) {
 
 // Process runs one job through the pipeline.
 func (p *Pipeline) Process(ctx context.Context, task worker.Task) (worker.Outcome, error) {
+	// The job's deploys carry its lease: a store refuses a pointer switch once a newer owner
+	// of the tenant switched it (preview.Fence).
+	ctx = preview.WithFence(ctx, preview.Fence{Holder: task.Job.Tenant.String(), Token: task.LeaseToken})
 	r, err := p.newRun(ctx, task)
 	if err != nil {
 		return worker.Outcome{Summary: err.Error()}, err

@@ -333,6 +333,35 @@ func TestLeaseLostBeforePushMeansNoPushNoDeploy(t *testing.T) {
 	}
 }
 
+// TestAStaleOwnersDeployIsRefusedByTheStore: an owner whose lease was taken over (token 1,
+// after the newer owner's token 2 deployed) and whose lease check still passed (read just
+// before the takeover) has its preview switch refused by the store: the job ends with
+// ErrLeaseLost, nothing is pushed, and the newer owner's version stays live.
+func TestAStaleOwnersDeployIsRefusedByTheStore(t *testing.T) {
+	t.Parallel()
+	f := setup(t, site, nil)
+	newer := task("t1", "write page.html: newer owner")
+	newer.LeaseToken = 2
+	out, err := f.run(newer)
+	if err != nil {
+		t.Fatalf("the newer owner's job: %v", err)
+	}
+	pushed := git(t, f.origin, "rev-parse", "refs/heads/thread-t1")
+	stale := task("t1", "write page.html: stale owner")
+	stale.LeaseToken = 1
+	if _, err := f.run(stale); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("the stale owner's job: err %v; want ErrLeaseLost", err)
+	}
+	for _, u := range urls(out) {
+		if code, body := f.page(u, "/page.html"); code != 200 || !strings.Contains(body, "newer owner") {
+			t.Errorf("preview %s after the stale owner's job: %d %q; want the newer owner's page", u, code, body)
+		}
+	}
+	if got := git(t, f.origin, "rev-parse", "refs/heads/thread-t1"); got != pushed {
+		t.Errorf("origin thread-t1 moved to %s after the stale owner's job; want %s", got, pushed)
+	}
+}
+
 func TestAgentSeesNoPlatformSecretsAndAttachmentsAreSanitized(t *testing.T) {
 	t.Parallel()
 	f := setup(t, site, nil)

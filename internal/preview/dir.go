@@ -69,7 +69,8 @@ func (c DirConfig) validate() error {
 }
 
 // Dir is the Target that publishes into a local directory tree (see the package doc for the
-// layout). One Dir per root: deploys are serialized within a process, not across processes.
+// layout). One Dir per root: deploys are serialized within a process, not across processes;
+// their switches are, by a flock per project, so a Fence holds across processes too.
 type Dir struct {
 	cfg    DirConfig
 	layout layout
@@ -271,7 +272,10 @@ func (d *Dir) nextVersion(site Site) (int, error) {
 }
 
 // publish switches the thread's current and the project's latest to version n. Switches are
-// serialized per project so latest always ends on the last version published.
+// serialized per project so latest always ends on the last version published: within the
+// process by the project's lock, across processes by a flock on <project>/.switch.lock, under
+// which ctx's fence is checked against each pointer's fences and stored beside it before the
+// rename. A refused deploy switches nothing.
 func (d *Dir) publish(ctx context.Context, site Site, n int, latest bool) (err error) {
 	unlock, err := d.lock(ctx, "project "+site.Project)
 	if err != nil {
@@ -279,17 +283,64 @@ func (d *Dir) publish(ctx context.Context, site Site, n int, latest bool) (err e
 		return err
 	}
 	defer unlock()
-	if err := swapLink(d.layout.current(site), currentTarget(n)); err != nil {
+	unlockFile, err := lockFile(filepath.Join(d.cfg.Root, site.Project, switchLockName))
+	if err != nil {
+		os.Remove(d.layout.manifest(site, n))
+		return err
+	}
+	defer unlockFile()
+	links := []string{d.layout.current(site)}
+	if latest {
+		links = append(links, d.layout.latest(site.Project))
+	}
+	f := FenceOf(ctx)
+	if err := admitLinks(links, f); err != nil {
+		os.Remove(d.layout.manifest(site, n))
+		return err
+	}
+	if err := switchLink(links[0], currentTarget(n), f); err != nil {
 		os.Remove(d.layout.manifest(site, n))
 		return err
 	}
 	if !latest {
 		return nil
 	}
-	if err := swapLink(d.layout.latest(site.Project), latestTarget(site, n)); err != nil {
+	if err := switchLink(links[1], latestTarget(site, n), f); err != nil {
 		return fmt.Errorf("thread preview is live but the project's latest was not switched: %w", err)
 	}
 	return nil
+}
+
+// admitLinks checks fence f against the fences stored beside each of links.
+func admitLinks(links []string, f *Fence) error {
+	if f == nil {
+		return nil
+	}
+	for _, link := range links {
+		stored, err := readFences(link)
+		if err == nil {
+			err = stored.Admit(f, "preview pointer "+filepath.Base(filepath.Dir(link))+"/"+filepath.Base(link))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// switchLink stores f in link's fences, then points link at target; the caller holds the
+// project's switch lock and has admitted f.
+func switchLink(link, target string, f *Fence) error {
+	if f != nil {
+		stored, err := readFences(link)
+		if err == nil {
+			err = writeFences(link, stored.With(f))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return swapLink(link, target)
 }
 
 // lock takes the named lock, waiting at most until ctx ends.

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/webordinary/webordinary/internal/broker"
 )
 
 // somePages returns n pages in nested directories, each mentioning its version.
@@ -299,5 +301,49 @@ func TestConcurrentDeploysOfOneSite(t *testing.T) {
 	// Serialized deploys each see the previous one's blobs: same.html is written once.
 	if got := unchanged.Load(); got != n-1 {
 		t.Errorf("same.html kept %d times, want %d", got, n-1)
+	}
+}
+
+// TestFencesHoldAcrossDirsOnOneRoot: two Dirs on one root (two processes) share the fences:
+// they live on disk beside the pointers, checked under the project's flock. Owners with
+// tokens 1..n of one tenant deploy at once through either Dir, each Dir its own thread (a
+// Dir numbers a thread's versions for its process only); whatever the order, the newest
+// token's version ends as the project's latest, every deploy either switched or was refused
+// with ErrLeaseLost, and a stale deploy after all of them is refused.
+func TestFencesHoldAcrossDirsOnOneRoot(t *testing.T) {
+	t.Parallel()
+	e := setup(t, DirConfig{})
+	other, err := NewDir(DirConfig{Root: e.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := []*Dir{e.dir, other}
+	sites := []Site{{"acme", "t0"}, {"acme", "t1"}}
+	const n = 8
+	srcs := make([]string, n+1)
+	for tok := 1; tok <= n; tok++ {
+		srcs[tok] = t.TempDir()
+		writeTree(t, srcs[tok], map[string]string{"index.html": "token " + strconv.Itoa(tok)})
+	}
+	var wg sync.WaitGroup
+	for tok := 1; tok <= n; tok++ {
+		wg.Go(func() {
+			ctx := WithFence(context.Background(), Fence{Holder: "acme/alice", Token: uint64(tok)})
+			if _, err := dirs[tok%2].Deploy(ctx, sites[tok%2], srcs[tok]); err != nil && !errors.Is(err, broker.ErrLeaseLost) {
+				t.Errorf("deploy under token %d: %v", tok, err)
+			}
+		})
+	}
+	wg.Wait()
+	want := "token " + strconv.Itoa(n)
+	if r := e.get(sites[n%2].Thread+".edit.acme.localhost", "/"); r.status != 200 || r.body != want {
+		t.Errorf("thread preview after the race = %d %q, want %q", r.status, r.body, want)
+	}
+	if r := e.get("edit.acme.localhost", "/"); r.status != 200 || r.body != want {
+		t.Errorf("latest preview after the race = %d %q, want %q", r.status, r.body, want)
+	}
+	stale := WithFence(context.Background(), Fence{Holder: "acme/alice", Token: 1})
+	if _, err := other.Deploy(stale, sites[1], srcs[1]); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Errorf("a stale deploy through the other Dir: err = %v, want ErrLeaseLost", err)
 	}
 }

@@ -14,13 +14,18 @@
 //	<root>/<project>/threads/<thread>/current            -> versions/<n>.json
 //	<root>/<project>/threads/<thread>/versions/<n>.json  path -> sha256 and size, per file
 //	<root>/<project>/threads/<thread>/blobs/<sha256>     one file's content, never rewritten
+//	<root>/<project>/latest.fences                       per lease holder, the newest token that switched latest
+//	<root>/<project>/threads/<thread>/current.fences     the same for current
+//	<root>/<project>/.switch.lock                        flocked by every process around a switch
 //
 // A deploy hashes every source file (build tools rewrite every file on each build, so
 // timestamps say nothing), writes a blob only for content the thread does not hold yet (or
 // hard-links it from the thread the project's latest shows), writes the new manifest, and
-// then renames a fresh symlink over current and over latest. A rename is atomic, so a reader
-// that resolves a symlink once sees the old version or the new one, never a mix. The work
-// a deploy does on disk grows with the files that changed, not with the size of the site.
+// then renames a fresh symlink over current and over latest, having checked the deploy's
+// Fence against each pointer's fences under the project's switch lock. A rename is atomic,
+// so a reader that resolves a symlink once sees the old version or the new one, never a
+// mix. The work a deploy does on disk grows with the files that changed, not with the size
+// of the site.
 // Each thread keeps its newest few manifests; blobs that none of them names are deleted.
 //
 // # Serving

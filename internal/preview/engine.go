@@ -25,11 +25,13 @@ import (
 //
 //	blob store "previews"  sha256/<hex>      one file's content (content-addressed, shared by all sites)
 //	                       manifest/<hex>    a version's manifest (JSON), named by its own sha256
-//	table "previews"       <project>.<thread> the thread's pointer: live version number and manifest, and the kept ones
-//	                       <project>          the project's latest: thread, version, manifest
+//	table "previews"       <project>.<thread> the thread's pointer: live version number and manifest, the kept ones, fences
+//	                       <project>          the project's latest: thread, version, manifest, fences
 //
 // A deploy uploads the blobs the engine lacks, then the manifest, then switches the thread's
-// pointer by compare-and-set (the version switch is atomic: one KV write), then the latest.
+// pointer by compare-and-set (the version switch is atomic: one KV write), then the latest,
+// by compare-and-set too. Each switch checks the deploy's Fence against the pointer's fences
+// and stores it there, in that one write.
 const (
 	// EngineStore is the name of the blob store and of the table that hold previews.
 	EngineStore = "previews"
@@ -122,6 +124,7 @@ type threadPointer struct {
 	Version  int           `json:"version"`
 	Manifest string        `json:"manifest"`
 	Kept     []keptVersion `json:"kept,omitempty"`
+	Fences   Fences        `json:"fences,omitempty"` // per lease holder, the newest token that switched it
 }
 
 type keptVersion struct {
@@ -134,6 +137,7 @@ type latestPointer struct {
 	Thread   string `json:"thread"`
 	Version  int    `json:"version"`
 	Manifest string `json:"manifest"`
+	Fences   Fences `json:"fences,omitempty"`
 }
 
 func threadKey(s Site) string { return s.Project + "." + s.Thread }
@@ -199,6 +203,11 @@ func (e *Engine) deploy(ctx context.Context, site Site, dir string, latest bool)
 	}
 	if err := ctx.Err(); err != nil {
 		return Deployment{}, err // nothing switched: the previous version stays live
+	}
+	if latest {
+		if err := e.admitLatest(ctx, site.Project); err != nil {
+			return Deployment{}, err
+		}
 	}
 	n, err := e.switchThread(ctx, site, sum)
 	if err != nil {
@@ -292,10 +301,36 @@ func (e *Engine) thread(ctx context.Context, site Site) (threadPointer, uint64, 
 	return p, rev, json.Unmarshal(raw, &p)
 }
 
-func (e *Engine) latestRef(ctx context.Context, project string) Ref {
-	raw, _, err := e.pointers.Get(ctx, project)
+// latest reads project's latest pointer; zero (and revision 0) when it has none.
+func (e *Engine) latest(ctx context.Context, project string) (latestPointer, uint64, error) {
 	var l latestPointer
-	if err != nil || json.Unmarshal(raw, &l) != nil {
+	raw, rev, err := e.pointers.Get(ctx, project)
+	if errors.Is(err, broker.ErrNotFound) {
+		return l, 0, nil
+	}
+	if err != nil {
+		return l, 0, err
+	}
+	return l, rev, json.Unmarshal(raw, &l)
+}
+
+// admitLatest refuses, before anything is switched, a fenced deploy that the project's latest
+// would refuse (switchLatest checks again in its compare-and-set). Unfenced, it reads nothing.
+func (e *Engine) admitLatest(ctx context.Context, project string) error {
+	f := FenceOf(ctx)
+	if f == nil {
+		return nil
+	}
+	l, _, err := e.latest(ctx, project)
+	if err != nil {
+		return err
+	}
+	return l.Fences.Admit(f, "the project's latest preview")
+}
+
+func (e *Engine) latestRef(ctx context.Context, project string) Ref {
+	l, rev, err := e.latest(ctx, project)
+	if err != nil || rev == 0 {
 		return Ref{}
 	}
 	return Ref{Thread: l.Thread, Version: versionID(l.Version)}
@@ -333,14 +368,20 @@ func (e *Engine) putManifest(ctx context.Context, m manifest) (string, error) {
 }
 
 // switchThread makes the manifest sum the thread's live version, numbered one above the
-// pointer it replaces (compare-and-set; re-read on a concurrent switch elsewhere).
+// pointer it replaces (compare-and-set; re-read on a concurrent switch elsewhere). ctx's fence
+// is checked against the pointer read and stored in the pointer written, so the check and
+// the switch are one compare-and-set.
 func (e *Engine) switchThread(ctx context.Context, site Site, sum string) (int, error) {
+	f := FenceOf(ctx)
 	for range 10 {
 		cur, rev, err := e.thread(ctx, site)
 		if err != nil {
 			return 0, err
 		}
-		next := threadPointer{Version: cur.Version + 1, Manifest: sum,
+		if err := cur.Fences.Admit(f, "the thread's preview"); err != nil {
+			return 0, err
+		}
+		next := threadPointer{Version: cur.Version + 1, Manifest: sum, Fences: cur.Fences.With(f),
 			Kept: append(cur.Kept, keptVersion{Version: cur.Version + 1, Manifest: sum})}
 		next.Kept = next.Kept[max(0, len(next.Kept)-engineKeep):]
 		raw, _ := json.Marshal(next)
@@ -357,15 +398,34 @@ func (e *Engine) switchThread(ctx context.Context, site Site, sum string) (int, 
 	return 0, errors.New("the thread's preview pointer kept changing; deploy again")
 }
 
+// switchLatest makes version n of site (manifest sum) the project's latest: a
+// compare-and-set on the pointer read, ctx's fence checked against it and stored in it.
 func (e *Engine) switchLatest(ctx context.Context, site Site, n int, sum string) error {
 	unlock, err := e.lock(ctx, "project "+site.Project)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	raw, _ := json.Marshal(latestPointer{Thread: site.Thread, Version: n, Manifest: sum})
-	_, err = e.pointers.Put(ctx, site.Project, raw)
-	return err
+	f := FenceOf(ctx)
+	for range 10 {
+		cur, rev, err := e.latest(ctx, site.Project)
+		if err != nil {
+			return err
+		}
+		if err := cur.Fences.Admit(f, "the project's latest preview"); err != nil {
+			return err
+		}
+		raw, _ := json.Marshal(latestPointer{Thread: site.Thread, Version: n, Manifest: sum, Fences: cur.Fences.With(f)})
+		if rev == 0 {
+			_, err = e.pointers.Create(ctx, site.Project, raw)
+		} else {
+			_, err = e.pointers.Update(ctx, site.Project, raw, rev)
+		}
+		if !errors.Is(err, broker.ErrConflict) && !errors.Is(err, broker.ErrExists) {
+			return err
+		}
+	}
+	return errors.New("the project's latest preview pointer kept changing; deploy again")
 }
 
 // upload stores the files of the tree at dir the engine does not hold yet.

@@ -2,7 +2,10 @@ package preview
 
 import (
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +23,11 @@ const (
 	tmpExt      = ".tmp"  // a file being written; renamed into place when complete
 	// liveSlot is the thread directory of a project's live site: never a valid thread name.
 	liveSlot = "_live"
+	// fencesExt names the file beside a pointer symlink holding its fences (JSON).
+	fencesExt = ".fences"
+	// switchLockName is the file in a project's directory whose flock serializes its switches
+	// across processes.
+	switchLockName = ".switch.lock"
 )
 
 // layout computes the paths under one root. Names must be validated before use.
@@ -72,6 +80,40 @@ func swapLink(link, target string) error {
 		return err
 	}
 	if err := os.Rename(tmp, link); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// readFences returns the fences stored beside the pointer symlink link; none when there are
+// none yet.
+func readFences(link string) (Fences, error) {
+	b, err := os.ReadFile(link + fencesExt)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out Fences
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("fences of %s: %w", link, err)
+	}
+	return out, nil
+}
+
+// writeFences stores stored beside the pointer symlink link, atomically (a renamed file).
+func writeFences(link string, stored Fences) error {
+	b, err := json.Marshal(stored)
+	if err != nil {
+		return err
+	}
+	tmp := tmpName(link + fencesExt)
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, link+fencesExt); err != nil {
 		os.Remove(tmp)
 		return err
 	}

@@ -138,6 +138,40 @@ func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
 	})
 }
 
+// TestAResultActsOnItsFinalRecord: a result message for a job whose record is already final
+// (a late message from a holder whose lease ran out after its fenced write, on a backend
+// without a conditional send) makes the router act on the record's result, which the fenced
+// write stored, not on the message's copy.
+func TestAResultActsOnItsFinalRecord(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		got := make(chan broker.Result, 1)
+		r, _ := router.New(router.Config{Backend: b, OnResult: func(_ context.Context, res broker.Result) error {
+			got <- res
+			return nil
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		tn := tenant.ID{Project: "site", User: "alice"}
+		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Thread: "t1"}
+		stored := broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone, Worker: "worker-b", LeaseToken: 2}
+		rec := broker.QueuedRecord(job)
+		rec.State, rec.Worker, rec.LeaseToken, rec.Result = broker.StateDone, "worker-b", 2, &stored
+		if err := b.Jobs.Create(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		late := broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateFailed, Error: "stale", Worker: "worker-a", LeaseToken: 1}
+		if err := b.Results.Publish(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = r.Run(ctx) }()
+		res := <-got
+		if res.Worker != "worker-b" || res.State != broker.StateDone || res.LeaseToken != 2 {
+			t.Fatalf("expected the final record's result (worker-b, done, token 2), got %+v", res)
+		}
+	})
+}
+
 // TestDemandCountsTenantsWithWork: the autoscaling signal counts every tenant with pending
 // work, owned or not, and how long the oldest unowned one has waited since its job.
 func TestDemandCountsTenantsWithWork(t *testing.T) {

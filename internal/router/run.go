@@ -247,7 +247,7 @@ func laneOf(t tenant.ID) int {
 func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {
 	res := d.Result()
 	log := r.log.With(slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID))
-	err := r.recordResult(ctx, res)
+	res, err := r.recordResult(ctx, res)
 	if err == nil && r.cfg.OnResult != nil {
 		err = r.cfg.OnResult(ctx, res)
 	}
@@ -267,11 +267,19 @@ func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {
 // 10 minutes at the results consumer's 30 s AckWait).
 const maxResultAttempts = 20
 
-// recordResult makes the job's record final from its result when the record lags: records
-// persist asynchronously, the results stream does not.
-func (r *Router) recordResult(ctx context.Context, res broker.Result) error {
+// recordResult makes the job's record final from its result when the record lags (records
+// persist asynchronously, the results stream does not), and returns the result to act on.
+// When the record is already final, that is the result the record holds, not the message's
+// copy: the record was written by the lease holder's fenced write, while on a backend without
+// a conditional send a message can be sent after its sender's lease ran out, so a message
+// only ever makes the router act on what a fenced write stored.
+func (r *Router) recordResult(ctx context.Context, res broker.Result) (broker.Result, error) {
+	final := res
 	_, err := r.b.Jobs.Update(ctx, res.JobID, func(rec *broker.JobRecord) error {
 		if rec.State.Final() {
+			if rec.Result != nil && rec.Result.JobID == res.JobID {
+				final = *rec.Result
+			}
 			return errAlreadyFinal
 		}
 		rec.State, rec.FinishedAt, rec.Result = res.State, res.FinishedAt, &res
@@ -286,9 +294,9 @@ func (r *Router) recordResult(ctx context.Context, res broker.Result) error {
 		}
 	}
 	if errors.Is(err, errAlreadyFinal) || errors.Is(err, broker.ErrNotFound) {
-		return nil
+		return final, nil
 	}
-	return err
+	return final, err
 }
 
 var errAlreadyFinal = errors.New("record already final")

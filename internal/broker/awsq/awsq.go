@@ -279,7 +279,7 @@ func (a *adapter) backend() *broker.Backend {
 		Inbox:    &inbox{a: a},
 		Claims:   newClaims(a),
 		Leases:   &leases{a: a},
-		Results:  newResults(a),
+		Results:  a.results(),
 		Signals:  newSignals(a),
 		Jobs:     a.jobs(),
 		Presence: &presence{a: a},
@@ -287,6 +287,14 @@ func (a *adapter) backend() *broker.Backend {
 		Blobs:    a.blobs,
 		Close:    a.close,
 	}
+}
+
+// results is the results queue: fenced publishes where DynamoDB has transactions.
+func (a *adapter) results() broker.Results {
+	if a.cfg.NoTransactions {
+		return newResults(a)
+	}
+	return txResults{newResults(a)}
 }
 
 // jobs is the records store: fenced updates where DynamoDB has transactions.

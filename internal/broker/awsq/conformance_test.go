@@ -14,6 +14,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
 func harness(ddb awsqtest.DynamoDB) brokertest.Harness {
+	tx := ddb == awsqtest.DynamoDBLocal
 	return brokertest.Harness{
 		New: func(t *testing.T) *broker.Backend {
 			return awsqtest.New(t, awsqtest.Options{DynamoDB: ddb})
@@ -27,6 +28,8 @@ func harness(ddb awsqtest.DynamoDB) brokertest.Harness {
 			cfg := awsqtest.Config(t, awsqtest.Options{DynamoDB: ddb})
 			return awsqtest.Open(t, cfg), awsqtest.Open(t, cfg)
 		},
+		// DynamoDB transactions condition each write on the lease item (dynalite has none).
+		StoreFenced: brokertest.StoreFenced{Jobs: tx, Results: tx, Delivery: tx},
 	}
 }
 

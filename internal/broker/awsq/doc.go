@@ -8,7 +8,8 @@
 //	Results   a FIFO queue, a message group per tenant, de-duplicated by job id
 //	Signals   a standard queue per process, routed by a routes table
 //	Leases    conditional writes, fencing tokens from an atomic counter, a sparse expiry index;
-//	          a holder's record writes and settles are transactions with a check on its lease
+//	          a holder's record writes, settles and results are transactions with a check on
+//	          its lease (a result: its job record marked, then the SQS send)
 //	Jobs, Presence, Table   DynamoDB tables
 //	Blobs     objects under blobs/<store>/ in the payload bucket; the version is a token in
 //	          the object's metadata (an ETag repeats for the same content)

@@ -99,3 +99,35 @@ func (d txDelivery) FencedBy(token uint64) broker.Delivery {
 	d.fence = &fence{t: d.q.t, token: token}
 	return d
 }
+
+// txResults is results on a DynamoDB with transactions: a holder's publish is fenced.
+type txResults struct{ *results }
+
+var _ broker.FencedResults = txResults{}
+
+// PublishFenced marks r's job record with the holder's token ("pub") in one transaction with
+// t's lease check, and sends r only when that committed: a stale holder's result is refused
+// by DynamoDB and never reaches the queue. SQS has no conditional send, so a holder whose
+// lease runs out between the transaction and the send still sends; the router acts on the
+// result in the job's final record (a fenced write), not on the message's copy.
+func (rs txResults) PublishFenced(ctx context.Context, t tenant.ID, token uint64, r broker.Result) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := rs.a.writeFenced(ctx, fence{t: t, token: token}, dtypes.TransactWriteItem{Update: &dtypes.Update{
+		TableName:                 aws.String(rs.a.names.jobs),
+		Key:                       jobKey(r.JobID),
+		UpdateExpression:          aws.String("SET pub = :tok"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: item{":tok": num(int64(token))},
+	}})
+	switch {
+	case errors.Is(err, broker.ErrLeaseLost):
+		return err
+	case conditionFailed(err):
+		return fmt.Errorf("awsq: publish the result of %s: no record of the job: %w", r.JobID, broker.ErrNotFound)
+	case err != nil:
+		return ctxErr(ctx, fmt.Errorf("awsq: publish the result of %s: %w", r.JobID, err))
+	}
+	return rs.Publish(ctx, r)
+}

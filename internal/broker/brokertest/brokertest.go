@@ -24,6 +24,19 @@ type Harness struct {
 	// NewPeers returns two connections (two processes) to one fresh, empty engine, each
 	// closed by its own t.Cleanup. Nil skips the contracts between processes (warm claims).
 	NewPeers func(t *testing.T) (*broker.Backend, *broker.Backend)
+	// StoreFenced names the writes the backend promises to condition on the lease in the
+	// store itself: the fence contracts fail when one of them is fenced by a lease read only.
+	StoreFenced StoreFenced
+}
+
+// StoreFenced is what a backend's store conditions on the lease, in one step with the write.
+type StoreFenced struct {
+	// Jobs: record updates (broker.FencedJobs).
+	Jobs bool
+	// Results: result publishes (broker.FencedResults).
+	Results bool
+	// Delivery: a delivery's Ack, Retry and DeadLetter (broker.FencedDelivery).
+	Delivery bool
 }
 
 // Timings shared by the tests. None of them is a guess about when something has happened:

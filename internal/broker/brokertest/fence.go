@@ -88,7 +88,8 @@ func markDone(worker string, token uint64) func(*broker.JobRecord) error {
 // runs out and B takes it, then A writes. Each write the backend conditions on the lease in
 // the store (FencedJobs, FencedResults, FencedDelivery) is refused with ErrLeaseLost and
 // leaves nothing behind; B's writes then succeed. A write the backend fences only by the
-// read is not tested here.
+// read is not tested here, unless the harness promises it fenced in the store (StoreFenced):
+// then the missing capability fails the test.
 func testStaleCheckIsRefusedByTheStore(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
 	job := newJob(tenantA, 1)
@@ -104,9 +105,15 @@ func testStaleCheckIsRefusedByTheStore(t *testing.T, h Harness) {
 	fatalIfErr(t, fa.Check(ctx), "the stale check (replayed)")
 
 	tested := 0
-	untested := func(what string) { t.Logf("%s: fenced by a lease read only, not tested", what) }
+	untested := func(what string, promised bool) {
+		if promised {
+			t.Errorf("%s: expected fenced in the store (the harness's StoreFenced), but fenced by a lease read only", what)
+			return
+		}
+		t.Logf("%s: fenced by a lease read only, not tested", what)
+	}
 	if _, ok := b.Jobs.(broker.FencedJobs); !ok {
-		untested("record writes")
+		untested("record writes", h.StoreFenced.Jobs)
 	} else {
 		tested++
 		_, err := fa.UpdateJob(ctx, job.ID, markDone("worker-a", a.Token))
@@ -120,13 +127,13 @@ func testStaleCheckIsRefusedByTheStore(t *testing.T, h Harness) {
 	res := newResult(tenantA, 1)
 	res.JobID, res.LeaseToken = job.ID, a.Token
 	if _, ok := b.Results.(broker.FencedResults); !ok {
-		untested("results")
+		untested("results", h.StoreFenced.Results)
 	} else {
 		tested++
 		expectErr(t, fa.PublishResult(ctx, res), broker.ErrLeaseLost, "the stale owner's result")
 	}
 	if _, ok := d.(broker.FencedDelivery); !ok {
-		untested("settles")
+		untested("settles", h.StoreFenced.Delivery)
 	} else {
 		tested++
 		expectErr(t, fa.Delivery(d).Ack(ctx), broker.ErrLeaseLost, "the stale owner's ack")

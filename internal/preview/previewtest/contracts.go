@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/preview"
 	"github.com/webordinary/webordinary/internal/tenant"
 )
@@ -27,6 +28,71 @@ var contracts = []contract{
 	{"ConcurrentDeploysOfOneSite", testConcurrent},
 	{"LiveVersionIsThePublishedSite", testLiveVersion},
 	{"BaselineLeavesTheLatestAlone", testBaseline},
+	{"StaleOwnersSwitchIsRefused", testStaleOwnersSwitch},
+}
+
+// testStaleOwnersSwitch: a lease holder's deploys carry its fence (preview.WithFence). After
+// a newer owner of the tenant (token 2) switched, a stale owner's (token 1) deploy is refused
+// with broker.ErrLeaseLost and switches nothing, on its thread, on another thread of the
+// tenant (the project's latest carries the newer token) and on the live site; the newer
+// versions stay live. Another tenant's tokens are not compared with the first's, and a
+// switch of theirs does not make the stale owner's pass.
+func testStaleOwnersSwitch(t *testing.T, in Instance) {
+	ctx := context.Background()
+	older := preview.WithFence(ctx, preview.Fence{Holder: "acme/alice", Token: 1})
+	newer := preview.WithFence(ctx, preview.Fence{Holder: "acme/alice", Token: 2})
+	bob := preview.WithFence(ctx, preview.Fence{Holder: "acme/bob", Token: 1})
+	t1, t2, t3 := preview.Site{Project: "acme", Thread: "t1"}, preview.Site{Project: "acme", Thread: "t2"}, preview.Site{Project: "acme", Thread: "t3"}
+	fresh, stale, other := t.TempDir(), t.TempDir(), t.TempDir()
+	writeTree(t, fresh, map[string]string{"index.html": "newer owner"})
+	writeTree(t, stale, map[string]string{"index.html": "stale owner"})
+	writeTree(t, other, map[string]string{"index.html": "another tenant"})
+	deployUnder(t, newer, in, t1, fresh, nil)
+	deployUnder(t, older, in, t1, stale, broker.ErrLeaseLost)
+	expect(t, in, t1, false, "/", 200, "newer owner")
+	expect(t, in, t1, true, "/", 200, "newer owner")
+	deployUnder(t, older, in, t2, stale, broker.ErrLeaseLost)
+	expect(t, in, t2, false, "/", 404, "")
+	expect(t, in, t1, true, "/", 200, "newer owner")
+	deployUnder(t, bob, in, t3, other, nil)
+	deployUnder(t, older, in, t1, stale, broker.ErrLeaseLost)
+	expect(t, in, t1, false, "/", 200, "newer owner")
+	expect(t, in, t3, true, "/", 200, "another tenant")
+	deployUnder(t, newer, in, t1, fresh, nil)
+	expect(t, in, t1, true, "/", 200, "newer owner")
+	prod, ok := in.Target.(preview.Production)
+	if !ok {
+		return
+	}
+	live, err := prod.DeployProduction(newer, "acme", fresh)
+	if err != nil {
+		t.Fatalf("the newer owner's DeployProduction: %v", err)
+	}
+	if _, err := prod.DeployProduction(older, "acme", stale); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Errorf("the stale owner's DeployProduction: err = %v, want broker.ErrLeaseLost", err)
+	}
+	if lv, ok := in.Target.(preview.LiveVersions); ok {
+		v, err := lv.LiveVersion(ctx, "acme")
+		if err != nil {
+			t.Fatalf("LiveVersion: %v", err)
+		}
+		defer v.Close()
+		if v.ID() != live.Version {
+			t.Errorf("the live site after a stale owner's publish is version %s, want the newer owner's %s", v.ID(), live.Version)
+		}
+	}
+}
+
+// deployUnder deploys src as site under ctx's fence and checks the error is want (nil: none).
+func deployUnder(t *testing.T, ctx context.Context, in Instance, site preview.Site, src string, want error) {
+	t.Helper()
+	_, err := in.Target.Deploy(ctx, site, src)
+	switch {
+	case want == nil && err != nil:
+		t.Fatalf("deploy %+v: %v", site, err)
+	case want != nil && !errors.Is(err, want):
+		t.Errorf("deploy %+v: err = %v, want %v", site, err, want)
+	}
 }
 
 // testBaseline: a thread's baseline (what its owner had when it started) is served at the

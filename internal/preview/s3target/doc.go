@@ -18,7 +18,10 @@
 // version and the project's latest do not already name, writes the new manifest with
 // If-None-Match: * (a version number is never reused), and then switches the pointers with
 // If-Match on the ETag it read (a pointer never goes back to an older version, and two
-// processes cannot both "win" a switch). Objects are only ever created or replaced whole, so a
+// processes cannot both "win" a switch). A pointer's metadata (x-amz-meta-fences) keeps, per
+// lease holder, the newest token that switched it: a deploy fenced by an older token of the
+// same holder (preview.WithFence) is refused, checked against the pointer read and written
+// with it under If-Match. Objects are only ever created or replaced whole, so a
 // reader that reads a pointer once sees the old version or the new one, never a mix.
 // Deploys of one site are serialized within a process; across processes the conditional writes
 // decide.

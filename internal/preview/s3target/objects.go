@@ -23,12 +23,17 @@ import (
 // maxSwitchTries bounds the retries of a conditional write that lost a race.
 const maxSwitchTries = 8
 
-// pointer is what a pointer object said when read: the manifest key it names and its ETag.
+// pointer is what a pointer object said when read: the manifest key it names, its ETag and
+// the fences of the deploys that switched it (its metadata, fencesMeta).
 type pointer struct {
 	target  string // "" when the pointer does not exist
 	etag    string
 	version int // the version number in target; 0 when none
+	fences  preview.Fences
 }
+
+// fencesMeta is the user metadata key (x-amz-meta-fences) that keeps a pointer's fences.
+const fencesMeta = "fences"
 
 // readPointer reads the pointer object key.
 func (s *Store) readPointer(ctx context.Context, key string) (pointer, error) {
@@ -45,7 +50,11 @@ func (s *Store) readPointer(ctx context.Context, key string) (pointer, error) {
 		return pointer{}, fmt.Errorf("read %s: %w", key, err)
 	}
 	target := strings.TrimSpace(string(b))
-	return pointer{target: target, etag: aws.ToString(out.ETag), version: versionOf(target)}, nil
+	fences, err := preview.ParseFences(out.Metadata[fencesMeta])
+	if err != nil {
+		return pointer{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	return pointer{target: target, etag: aws.ToString(out.ETag), version: versionOf(target), fences: fences}, nil
 }
 
 // versionOf returns n of ".../versions/<n>.json", or 0.
@@ -199,15 +208,21 @@ func (s *Store) list(ctx context.Context, prefix string) ([]string, error) {
 }
 
 // switchPointers points the line's own pointer, then the others, at the manifest key
-// (version n). cur is what the own pointer said before the deploy.
+// (version n). cur is what the own pointer said before the deploy. A deploy fenced by ctx
+// (preview.WithFence) that one of the pointers refuses switches none: each is read and
+// checked first, and each switch checks again in its conditional write.
 func (s *Store) switchPointers(ctx context.Context, l line, key string, n int, cur pointer) error {
-	if err := s.swap(ctx, l.pointers[0], key, n, cur, true); err != nil {
+	f := preview.FenceOf(ctx)
+	if err := s.admit(ctx, l, cur, f); err != nil {
+		return err
+	}
+	if err := s.swap(ctx, l.pointers[0], key, n, cur, true, f); err != nil {
 		return err
 	}
 	for _, p := range l.pointers[1:] {
 		now, err := s.readPointer(ctx, p)
 		if err == nil {
-			err = s.swap(ctx, p, key, n, now, false)
+			err = s.swap(ctx, p, key, n, now, false, f)
 		}
 		if err != nil {
 			return fmt.Errorf("the thread's version is live but %s was not switched: %w", p, err)
@@ -216,16 +231,45 @@ func (s *Store) switchPointers(ctx context.Context, l line, key string, n int, c
 	return nil
 }
 
+// admit checks fence f against the line's pointers (cur is its own, as read) before any
+// switch.
+func (s *Store) admit(ctx context.Context, l line, cur pointer, f *preview.Fence) error {
+	if f == nil {
+		return nil
+	}
+	if err := cur.fences.Admit(f, l.pointers[0]); err != nil {
+		return err
+	}
+	for _, p := range l.pointers[1:] {
+		now, err := s.readPointer(ctx, p)
+		if err == nil {
+			err = now.fences.Admit(f, p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // swap writes target into the pointer object key if it still is what was read (ETag); when
 // another writer got there first it reads again and retries. With monotonic, a pointer that
-// already names a higher version of the same line is left alone (that deploy is newer).
-func (s *Store) swap(ctx context.Context, key, target string, n int, was pointer, monotonic bool) error {
+// already names a higher version of the same line is left alone (that deploy is newer). The
+// fence f is checked against the pointer as read and written into it with the target, so the
+// check and the switch are one conditional write.
+func (s *Store) swap(ctx context.Context, key, target string, n int, was pointer, monotonic bool, f *preview.Fence) error {
 	for range maxSwitchTries {
+		if err := was.fences.Admit(f, key); err != nil {
+			return err
+		}
 		if monotonic && was.version > n && path.Dir(was.target) == path.Dir(target) {
 			return nil
 		}
 		in := &s3.PutObjectInput{Bucket: &s.cfg.Bucket, Key: &key, Body: strings.NewReader(target),
 			ContentType: aws.String("text/plain"), CacheControl: aws.String("no-cache")}
+		if fences := was.fences.With(f); len(fences) > 0 {
+			in.Metadata = map[string]string{fencesMeta: fences.String()}
+		}
 		if was.etag == "" {
 			in.IfNoneMatch = aws.String("*")
 		} else {
