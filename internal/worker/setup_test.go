@@ -40,7 +40,7 @@ type backend struct {
 var backends = []backend{
 	{"natsjs", startNATS, false, 2 * time.Second},
 	{"mem", startMem, false, 2 * time.Second},
-	{"awsq", startAWS, true, 8 * time.Second},
+	{"awsq", startAWS, true, 15 * time.Second},
 }
 
 // TestMain stops the AWS emulators the awsq subtests started.
