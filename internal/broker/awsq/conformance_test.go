@@ -23,11 +23,21 @@ func harness(ddb awsqtest.DynamoDB) brokertest.Harness {
 		ExpiryLag: 300 * time.Millisecond,
 		// awsqtest sets ClaimAckWait to 2s.
 		ClaimRedelivery: 2 * time.Second,
+		ReadFenced:      readFenced(ddb),
 		NewPeers: func(t *testing.T) (*broker.Backend, *broker.Backend) {
 			cfg := awsqtest.Config(t, awsqtest.Options{DynamoDB: ddb})
 			return awsqtest.Open(t, cfg), awsqtest.Open(t, cfg)
 		},
 	}
+}
+
+// readFenced is what awsq fences by a lease read only on ddb: results (SQS has no conditional
+// send), and everything on dynalite (no transactions).
+func readFenced(ddb awsqtest.DynamoDB) brokertest.Writes {
+	if ddb == awsqtest.Dynalite {
+		return brokertest.RecordWrites | brokertest.ResultWrites | brokertest.Settles
+	}
+	return brokertest.ResultWrites
 }
 
 // TestConformance runs the broker suite on fauxqs + dynalite.

@@ -18,6 +18,8 @@ func TestConformance(t *testing.T) {
 		ExpiryLag:   300 * time.Millisecond,
 		// natsjstest sets ClaimAckWait to 2s.
 		ClaimRedelivery: 2 * time.Second,
+		// Records and leases are in different streams; a message removal has no condition.
+		ReadFenced: brokertest.RecordWrites | brokertest.Settles,
 		NewPeers: func(t *testing.T) (*broker.Backend, *broker.Backend) {
 			env := natsjstest.Start(t, natsjstest.Options{})
 			_, other := natsjstest.Connect(t, env)
