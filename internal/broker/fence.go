@@ -20,12 +20,17 @@ import (
 // Each write is conditioned on the lease in the store, in one step with the write, where the
 // backend can (the capabilities FencedJobs, FencedResults and FencedDelivery); elsewhere the
 // lease is read just before the write, and a lease that ends between that read and the write
-// lets one last write through. What each backend conditions in the store:
+// lets one last write through. A store that conditions a write on a fence key its tenant's
+// acquisitions raise (natsjs) refuses it once a newer owner acquired the tenant, not when the
+// lease merely ran out or was released. What each backend conditions in the store:
 //   - UpdateJob: the record's token inside the record's compare-and-set, everywhere; the lease
 //     too on mem (one lock) and awsq (a DynamoDB transaction: a condition check on the lease
-//     item beside the record's put); natsjs reads the lease before each attempt (a record and
-//     a lease are in different streams, and JetStream's atomic batch, which could condition
-//     one on a fence key beside it, is refused by the records' async-persisted stream).
+//     item beside the record's put); natsjs reads the lease before each attempt (a publish
+//     carries one last-sequence condition, on one subject filter: the record's
+//     compare-and-set takes it, and a filter covering the record and the tenant's fence key
+//     would need records keyed by tenant, which a read by job id does not know; JetStream's
+//     atomic batch, which could add the fence key's condition, is refused by the records'
+//     async-persisted stream).
 //   - PublishResult: mem (one lock); natsjs (the result is published on the condition that
 //     the tenant's fence key in the results stream is still the one the holder's acquisition
 //     wrote: Leases.Acquire rewrites it); awsq (a transaction: the lease condition beside a
@@ -37,7 +42,10 @@ import (
 //     did not store.
 //   - Delivery's Ack, Retry and DeadLetter: mem (one lock); awsq (a transaction: the lease
 //     condition beside the ledger's update, itself conditioned on the queue's receipt
-//     handle); natsjs reads the lease first (a stream message removal has no condition).
+//     handle); natsjs (each settle first writes the tenant's settle mark in the records'
+//     stream on the condition that the tenant's fence key there is still the one the holder's
+//     acquisition wrote, and the queue acts on the settle only once the mark is accepted: a
+//     job leaves the inbox only by a removal the store accepted under its remover's lease).
 //
 // Safe for concurrent use.
 type Fence struct {
@@ -67,8 +75,9 @@ type FencedResults interface {
 // lease in the store itself.
 type FencedDelivery interface {
 	// FencedBy makes the delivery's later Ack, Retry and DeadLetter refused with ErrLeaseLost
-	// (and nothing changed) once its tenant's live lease no longer carries token, checked in
-	// one step with the settle; it returns the delivery. Call it before settling.
+	// (and nothing changed) once a lease of its tenant newer than token's was acquired,
+	// checked by the store in one step with the settle; a backend may also refuse once
+	// token's lease ran out. It returns the delivery. Call it before settling.
 	FencedBy(token uint64) Delivery
 }
 

@@ -24,20 +24,23 @@ type Harness struct {
 	// NewPeers returns two connections (two processes) to one fresh, empty engine, each
 	// closed by its own t.Cleanup. Nil skips the contracts between processes (warm claims).
 	NewPeers func(t *testing.T) (*broker.Backend, *broker.Backend)
-	// StoreFenced names the writes the backend promises to condition on the lease in the
-	// store itself: the fence contracts fail when one of them is fenced by a lease read only.
-	StoreFenced StoreFenced
+	// ReadFenced is the writes of a lease holder the backend fences by a lease read only, not
+	// in the store; the suite requires the store to refuse a stale holder's other writes.
+	ReadFenced Writes
 }
 
-// StoreFenced is what a backend's store conditions on the lease, in one step with the write.
-type StoreFenced struct {
-	// Jobs: record updates (broker.FencedJobs).
-	Jobs bool
-	// Results: result publishes (broker.FencedResults).
-	Results bool
-	// Delivery: a delivery's Ack, Retry and DeadLetter (broker.FencedDelivery).
-	Delivery bool
-}
+// Writes is a set of a lease holder's writes (Harness.ReadFenced).
+type Writes int
+
+// A lease holder's writes.
+const (
+	// RecordWrites is Fence.UpdateJob (the capability broker.FencedJobs).
+	RecordWrites Writes = 1 << iota
+	// ResultWrites is Fence.PublishResult (broker.FencedResults).
+	ResultWrites
+	// Settles is a fenced Delivery's Ack, Retry and DeadLetter (broker.FencedDelivery).
+	Settles
+)
 
 // Timings shared by the tests. None of them is a guess about when something has happened:
 // they bound how long a test waits for a condition before it fails.

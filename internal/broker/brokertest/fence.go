@@ -86,10 +86,9 @@ func markDone(worker string, token uint64) func(*broker.JobRecord) error {
 // testStaleCheckIsRefusedByTheStore: the race a lease read cannot close. Owner A's check reads
 // its lease live (here: replayed, as a read made just before the takeover), then the lease
 // runs out and B takes it, then A writes. Each write the backend conditions on the lease in
-// the store (FencedJobs, FencedResults, FencedDelivery) is refused with ErrLeaseLost and
-// leaves nothing behind; B's writes then succeed. A write the backend fences only by the
-// read is not tested here, unless the harness promises it fenced in the store (StoreFenced):
-// then the missing capability fails the test.
+// the store (FencedJobs, FencedResults, FencedDelivery: every write not in
+// Harness.ReadFenced) is refused with ErrLeaseLost and leaves nothing behind; B's writes then
+// succeed. A write the backend fences only by the read is not tested here.
 func testStaleCheckIsRefusedByTheStore(t *testing.T, h Harness) {
 	ctx, b := h.setup(t)
 	job := newJob(tenantA, 1)
@@ -104,49 +103,70 @@ func testStaleCheckIsRefusedByTheStore(t *testing.T, h Harness) {
 	fa := broker.NewFence(&stale, a)
 	fatalIfErr(t, fa.Check(ctx), "the stale check (replayed)")
 
+	_, fj := b.Jobs.(broker.FencedJobs)
+	_, fr := b.Results.(broker.FencedResults)
+	_, fd := d.(broker.FencedDelivery)
 	tested := 0
-	untested := func(what string, promised bool) {
-		if promised {
-			t.Errorf("%s: expected fenced in the store (the harness's StoreFenced), but fenced by a lease read only", what)
-			return
-		}
-		t.Logf("%s: fenced by a lease read only, not tested", what)
-	}
-	if _, ok := b.Jobs.(broker.FencedJobs); !ok {
-		untested("record writes", h.StoreFenced.Jobs)
-	} else {
+	if storeFenced(t, h, RecordWrites, fj, "record writes") {
 		tested++
-		_, err := fa.UpdateJob(ctx, job.ID, markDone("worker-a", a.Token))
-		expectErr(t, err, broker.ErrLeaseLost, "the stale owner's record write")
-		rec, err := b.Jobs.Get(ctx, job.ID)
-		fatalIfErr(t, err, "get the record")
-		if rec.State != broker.StateQueued {
-			t.Errorf("expected the record left queued, got %+v", rec)
-		}
+		staleRecordWriteIsRefused(t, ctx, b, fa, job.ID, a.Token)
 	}
 	res := newResult(tenantA, 1)
 	res.JobID, res.LeaseToken = job.ID, a.Token
-	if _, ok := b.Results.(broker.FencedResults); !ok {
-		untested("results", h.StoreFenced.Results)
-	} else {
+	if storeFenced(t, h, ResultWrites, fr, "results") {
 		tested++
 		expectErr(t, fa.PublishResult(ctx, res), broker.ErrLeaseLost, "the stale owner's result")
 	}
-	if _, ok := d.(broker.FencedDelivery); !ok {
-		untested("settles", h.StoreFenced.Delivery)
-	} else {
+	if storeFenced(t, h, Settles, fd, "settles") {
 		tested++
-		expectErr(t, fa.Delivery(d).Ack(ctx), broker.ErrLeaseLost, "the stale owner's ack")
-		n, err := b.Inbox.Pending(ctx, tenantA)
-		fatalIfErr(t, err, "pending")
-		if n != 1 {
-			t.Errorf("expected the job still pending after the refused ack, got %d", n)
-		}
+		staleSettlesAreRefused(t, ctx, b, fa.Delivery(d))
 	}
 	if tested == 0 {
 		t.Skip("the backend fences every write by a lease read only")
 	}
 	newOwnerWrites(t, ctx, b, bl, job, res)
+}
+
+// storeFenced tells whether the backend's store fences w (it has the capability), and fails
+// the test when it does not though the harness does not declare w read-fenced.
+func storeFenced(t *testing.T, h Harness, w Writes, capable bool, what string) bool {
+	t.Helper()
+	switch {
+	case capable:
+		return true
+	case h.ReadFenced&w == 0:
+		t.Errorf("%s: expected them conditioned on the lease in the store (or declared in Harness.ReadFenced)", what)
+	default:
+		t.Logf("%s: fenced by a lease read only, not tested", what)
+	}
+	return false
+}
+
+// staleRecordWriteIsRefused: the stale owner's record write is refused and the record left
+// queued.
+func staleRecordWriteIsRefused(t *testing.T, ctx context.Context, b *broker.Backend, fa *broker.Fence, id string, token uint64) {
+	t.Helper()
+	_, err := fa.UpdateJob(ctx, id, markDone("worker-a", token))
+	expectErr(t, err, broker.ErrLeaseLost, "the stale owner's record write")
+	rec, err := b.Jobs.Get(ctx, id)
+	fatalIfErr(t, err, "get the record")
+	if rec.State != broker.StateQueued {
+		t.Errorf("expected the record left queued, got %+v", rec)
+	}
+}
+
+// staleSettlesAreRefused: the stale owner's Ack, Retry and DeadLetter are refused and the job
+// left pending.
+func staleSettlesAreRefused(t *testing.T, ctx context.Context, b *broker.Backend, d broker.Delivery) {
+	t.Helper()
+	expectErr(t, d.Ack(ctx), broker.ErrLeaseLost, "the stale owner's ack")
+	expectErr(t, d.Retry(ctx, 0), broker.ErrLeaseLost, "the stale owner's retry")
+	expectErr(t, d.DeadLetter(ctx, "stale"), broker.ErrLeaseLost, "the stale owner's dead letter")
+	n, err := b.Inbox.Pending(ctx, tenantA)
+	fatalIfErr(t, err, "pending")
+	if n != 1 {
+		t.Errorf("expected the job still pending after the refused settles, got %d", n)
+	}
 }
 
 // newOwnerWrites: B's record write and result succeed after a stale owner's were refused, and

@@ -26,7 +26,5 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { _ = e.Close() })
 			return e.Connect(), e.Connect()
 		},
-		// one lock over leases and every store
-		StoreFenced: brokertest.StoreFenced{Jobs: true, Results: true, Delivery: true},
 	})
 }

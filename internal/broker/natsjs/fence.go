@@ -13,16 +13,22 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// fences keeps each tenant's fence key in its result shard: subject "<shard's subject>f.<p>.<u>"
-// (wo.out.f.site.alice), whose value is the token of the tenant's newest lease acquisition.
-// Leases.Acquire raises it (a compare-and-set from the key it read, never to a lower token)
-// before it returns, and a holder's result is published on the condition that the key is still
-// at the sequence that carries the holder's token (Nats-Expected-Last-Subject-Sequence with
-// the fence key as its subject): once a newer owner acquired the tenant, the stream itself
-// refuses the older owner's result. A fence key that is missing (aged out with the stream's
-// MaxAge) or carries an older token is raised by the next holder that needs it.
+// fences keeps a fence key per tenant in one stream: its value is the token of the tenant's
+// newest lease acquisition. Leases.Acquire raises it (a compare-and-set from the key it read,
+// never to a lower token) before it returns, and a holder's write into the same stream is
+// conditioned on the key still being at the sequence that carries the holder's token
+// (Nats-Expected-Last-Subject-Sequence with the fence key as its subject): once a newer owner
+// acquired the tenant, the stream itself refuses the older owner's write. A fence key that is
+// missing (aged out with the stream's MaxAge) or carries an older token is raised by the next
+// holder that needs it. Two streams carry fence keys:
+//   - the tenant's result shard, subject "<shard's subject>f.<p>.<u>" (wo.out.f.site.alice):
+//     a holder's results (results.PublishFenced);
+//   - the job records' stream, subject "$KV.wo_jobs._fence.<p>.<u>": a holder's settles of its
+//     deliveries (see settleMark).
 type fences struct {
-	a  *adapter
+	a *adapter
+	// at is where t's fence key is: its stream and subject.
+	at func(t tenant.ID) (jetstream.Stream, string)
 	mu sync.Mutex
 	// seen is each tenant's fence key as this process last wrote or read it (bounded).
 	seen map[string]fenceMark
@@ -33,10 +39,23 @@ type fenceMark struct{ token, seq uint64 }
 
 func (sh resultShard) fenceSubject(t tenant.ID) string { return sh.subject + "f." + t.Subject() }
 
-// shard is t's result shard.
-func (f *fences) shard(t tenant.ID) resultShard {
-	return f.a.results[shardIndex(t, len(f.a.results))]
+// resultFences are the fence keys in the result shards.
+func resultFences(a *adapter) *fences {
+	return &fences{a: a, at: func(t tenant.ID) (jetstream.Stream, string) {
+		sh := a.results[shardIndex(t, len(a.results))]
+		return sh.stream, sh.fenceSubject(t)
+	}}
 }
+
+// settleFences are the fence keys in the job records' stream.
+func settleFences(a *adapter) *fences {
+	return &fences{a: a, at: func(t tenant.ID) (jetstream.Stream, string) {
+		return a.jobsStream, jobsFenceSubject(t)
+	}}
+}
+
+// jobsFenceSubject is t's fence key in the job records' stream; no job id starts with '_'.
+func jobsFenceSubject(t tenant.ID) string { return "$KV." + bucketJobs + "._fence." + t.Subject() }
 
 // mark returns t's fence key carrying token: the one remembered, unless reread, else read,
 // and raised to token when it carries an older one. ErrLeaseLost when it carries a newer one.
@@ -66,10 +85,10 @@ func (f *fences) mark(ctx context.Context, t tenant.ID, token uint64, reread boo
 // maxFenceTries bounds mark's compare-and-set attempts.
 const maxFenceTries = 5
 
-// read gets t's fence key from its result shard.
+// read gets t's fence key from its stream.
 func (f *fences) read(ctx context.Context, t tenant.ID) (fenceMark, error) {
-	sh := f.shard(t)
-	m, err := sh.stream.GetLastMsgForSubject(ctx, sh.fenceSubject(t))
+	stream, subject := f.at(t)
+	m, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fenceMark{}, nil
 	}
@@ -85,8 +104,8 @@ func (f *fences) read(ctx context.Context, t tenant.ID) (fenceMark, error) {
 
 // raise writes token to t's fence key if it is still at seq; broker.ErrConflict when it is not.
 func (f *fences) raise(ctx context.Context, t tenant.ID, token, seq uint64) (fenceMark, error) {
-	sh := f.shard(t)
-	ack, err := f.a.js.Publish(ctx, sh.fenceSubject(t), []byte(strconv.FormatUint(token, 10)),
+	_, subject := f.at(t)
+	ack, err := f.a.js.Publish(ctx, subject, []byte(strconv.FormatUint(token, 10)),
 		jetstream.WithExpectLastSequencePerSubject(seq))
 	if isWrongLastSeq(err) {
 		return fenceMark{}, broker.ErrConflict
@@ -111,3 +130,35 @@ func (f *fences) remember(t tenant.ID, m fenceMark) {
 	defer f.mu.Unlock()
 	putBounded(&f.seen, t.Subject(), m)
 }
+
+// settleMark records a holder's settle of its delivery of t's message seq (Ack, Retry,
+// DeadLetter) in the job records' stream, subject "$KV.wo_jobs._done.<p>.<u>" (the value is
+// the message's inbox sequence), on the condition that t's fence key there still carries
+// token: ErrLeaseLost, and nothing written, once a newer owner acquired t. The queue acts on a
+// settle only after its mark is accepted (it moves its cursor past an acknowledged job, whose
+// removal then comes with the others', or holds a retried one back), so a job is removed from
+// the inbox only once the store accepted its removal under its remover's lease. A mark that
+// meets a changed fence key reads it again once. On a single server the records' stream
+// persists asynchronously: a crash of the server may lose a raise of the key, and the
+// previous owner's settles then pass until the holder's next settle raises it again.
+func (a *adapter) settleMark(ctx context.Context, t tenant.ID, token, seq uint64) error {
+	value := []byte(strconv.FormatUint(seq, 10))
+	for try := range 2 {
+		m, err := a.settles.mark(ctx, t, token, try > 0)
+		if err != nil {
+			return err
+		}
+		_, err = a.js.Publish(ctx, jobsDoneSubject(t), value, jetstream.WithExpectLastSequenceForSubject(m.seq, jobsFenceSubject(t)))
+		if isWrongLastSeq(err) {
+			continue
+		}
+		if err != nil {
+			return ctxErr(ctx, fmt.Errorf("natsjs: settle %s's job at %d: %w", t, seq, err))
+		}
+		return nil
+	}
+	return fmt.Errorf("natsjs: settle %s's job at %d: the fence of %s keeps changing; try again", t, seq, t)
+}
+
+// jobsDoneSubject is t's settle mark in the job records' stream.
+func jobsDoneSubject(t tenant.ID) string { return "$KV." + bucketJobs + "._done." + t.Subject() }

@@ -11,9 +11,10 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// The cost of fencing a record write on natsjs (a lease read before the compare-and-set):
-// compare BenchmarkJobsUpdate with BenchmarkJobsUpdateFenced. Sync off: the difference, not
-// the disk, is measured.
+// The cost of fencing on natsjs. A record write (a lease read before the compare-and-set):
+// compare BenchmarkJobsUpdate with BenchmarkJobsUpdateFenced. A settle (its settle mark, a
+// conditioned write): BenchmarkSettle with BenchmarkSettleFenced. An acquisition raises the
+// tenants' fence keys: BenchmarkAcquire. Sync off: the difference, not the disk, is measured.
 
 func BenchmarkJobsUpdate(b *testing.B) {
 	benchUpdate(b, func(b *broker.Backend, _ broker.Lease) func(context.Context, string, func(*broker.JobRecord) error) (broker.JobRecord, error) {
@@ -42,6 +43,59 @@ func benchUpdate(b *testing.B, writer func(*broker.Backend, broker.Lease) func(c
 	update := writer(env.Backend, l)
 	for b.Loop() {
 		if _, err := update(ctx, job.ID, func(r *broker.JobRecord) error { r.Attempts++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSettle(b *testing.B) { benchSettle(b, false) }
+
+func BenchmarkSettleFenced(b *testing.B) { benchSettle(b, true) }
+
+// benchSettle publishes, takes and acknowledges one job per iteration, as the lease holder.
+func benchSettle(b *testing.B, fenced bool) {
+	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
+	ctx := context.Background()
+	tn := tenant.ID{Project: "site", User: "alice"}
+	l, err := env.Backend.Leases.Acquire(ctx, tn, "w1", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := env.Backend.Inbox.Open(ctx, tn, broker.QueueOptions{AckWait: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = q.Close(ctx) }()
+	f := broker.NewFence(env.Backend, l)
+	for b.Loop() {
+		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
+		if err := env.Backend.Inbox.Publish(ctx, job); err != nil {
+			b.Fatal(err)
+		}
+		d, err := q.Next(ctx, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if fenced {
+			d = f.Delivery(d)
+		}
+		if err := d.Ack(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAcquire takes and releases a tenant's lease.
+func BenchmarkAcquire(b *testing.B) {
+	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
+	ctx := context.Background()
+	tn := tenant.ID{Project: "site", User: "alice"}
+	for b.Loop() {
+		l, err := env.Backend.Leases.Acquire(ctx, tn, "w1", time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := env.Backend.Leases.Release(ctx, l); err != nil {
 			b.Fatal(err)
 		}
 	}

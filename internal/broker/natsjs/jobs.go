@@ -120,6 +120,9 @@ func (j *jobs) Get(ctx context.Context, id string) (broker.JobRecord, error) {
 }
 
 func (j *jobs) get(ctx context.Context, id string) (broker.JobRecord, uint64, error) {
+	if strings.HasPrefix(id, "_") { // the tenants' fence keys and settle marks, not records
+		return broker.JobRecord{}, 0, broker.ErrNotFound
+	}
 	e, err := j.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) || errors.Is(err, jetstream.ErrInvalidKey) {
 		return broker.JobRecord{}, 0, broker.ErrNotFound

@@ -52,16 +52,16 @@ func leaseBucketNamed(k int) string {
 
 var _ broker.LeaseStore = (*leaseStore)(nil)
 
-// leases is the lease rules over leaseStore, with the tenant's fence key raised by every
-// acquisition before Acquire returns, so a result the previous holder publishes afterwards is
-// refused by the results stream.
+// leases is the lease rules over leaseStore, with the tenant's fence keys raised by every
+// acquisition before Acquire returns, so a result or a settle the previous holder makes
+// afterwards is refused by the stream it is written to.
 type leases struct {
 	broker.Leases
 	store  *leaseStore
-	fences *fences
+	fences []*fences
 }
 
-func newLeases(shards []leaseShard, js jetstream.JetStream, f *fences) *leases {
+func newLeases(shards []leaseShard, js jetstream.JetStream, f ...*fences) *leases {
 	s := &leaseStore{shards: shards, js: js}
 	return &leases{Leases: broker.NewLeases(s, time.Second), store: s, fences: f}
 }
@@ -99,10 +99,17 @@ func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl tim
 	return l.fence(ctx, lease)
 }
 
-// fence raises the fence key of a lease just acquired. When it cannot, the lease is released
-// (compare-and-delete) and the error returned: a holder that cannot fence must not hold.
+// fence raises the fence keys of a lease just acquired, all at once. When it cannot, the
+// lease is released (compare-and-delete) and the error returned: a holder that cannot fence
+// must not hold.
 func (l *leases) fence(ctx context.Context, lease broker.Lease) (broker.Lease, error) {
-	_, err := l.fences.mark(ctx, lease.Tenant, lease.Token, true)
+	errs := make([]error, len(l.fences))
+	var wg sync.WaitGroup
+	for i, f := range l.fences {
+		wg.Go(func() { _, errs[i] = f.mark(ctx, lease.Tenant, lease.Token, true) })
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
 	if err == nil {
 		return lease, nil
 	}

@@ -93,7 +93,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		return nil, fmt.Errorf("natsjs: %w", err)
 	}
 	a := &adapter{nc: nc, js: js, cfg: cfg}
-	a.fences = &fences{a: a}
+	a.fences, a.settles = resultFences(a), settleFences(a)
 	if err := a.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 	return &broker.Backend{
 		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,
-		Leases:   newLeases(a.leases, js, a.fences),
+		Leases:   newLeases(a.leases, js, a.fences, a.settles),
 		Results:  rs,
 		Signals:  &signals{nc: nc},
 		Jobs:     jb,
@@ -127,6 +127,7 @@ type adapter struct {
 	jobs, workers, claimsKV jetstream.KeyValue
 	jobsStream              jetstream.Stream // the stream under the jobs bucket
 	fences                  *fences          // the tenants' fence keys in the results
+	settles                 *fences          // the tenants' fence keys in the job records' stream
 }
 
 func (a *adapter) setup(ctx context.Context) error {

@@ -423,7 +423,27 @@ type delivery struct {
 	created uint64 // the revision its record was created at, when its message says
 	attempt int
 	behind  int
-	retried bool // by Retry: held back for its delay (under the queue's lock)
+	retried bool   // by Retry: held back for its delay (under the queue's lock)
+	token   uint64 // FencedBy's: the lease every settle is conditioned on (0: none)
+}
+
+var _ broker.FencedDelivery = (*delivery)(nil)
+
+// FencedBy conditions d's settles on its tenant's lease carrying token, in the store: each
+// Ack, Retry and DeadLetter first writes its settle mark on the condition of the tenant's
+// fence key (see settleMark), and is refused with ErrLeaseLost, changing nothing, once a
+// newer owner acquired the tenant.
+func (d *delivery) FencedBy(token uint64) broker.Delivery {
+	d.token = token
+	return d
+}
+
+// fence writes d's settle mark when d is fenced.
+func (d *delivery) fence(ctx context.Context) error {
+	if d.token == 0 {
+		return nil
+	}
+	return d.q.in.a.settleMark(ctx, d.q.t, d.token, d.seq)
 }
 
 func (d *delivery) Job() broker.Job { return d.job }
@@ -439,25 +459,37 @@ func (d *delivery) Extend(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Ack moves the queue's cursor past the job, with no request to the engine: its removal
-// comes with the others' (see purgeLocked). A removal that never happens (the owner lost its
-// lease first) means the job is read again by a later owner, which settles it idempotently
-// from its final record.
+// Ack moves the queue's cursor past the job, with no request to the engine but a fenced
+// delivery's settle mark: its removal comes with the others' (see purgeLocked). A removal
+// that never happens (the owner lost its lease first) means the job is read again by a later
+// owner, which settles it idempotently from its final record.
 func (d *delivery) Ack(ctx context.Context) error {
+	if err := d.fence(ctx); err != nil {
+		return err
+	}
 	d.q.settle(d, true, time.Time{})
 	return ctx.Err()
 }
 
 func (d *delivery) Retry(ctx context.Context, delay time.Duration) error {
+	if err := d.fence(ctx); err != nil {
+		return err
+	}
 	d.q.settle(d, false, time.Now().Add(delay))
 	return ctx.Err()
 }
 
+// DeadLetter writes a fenced delivery's settle mark before the dead letter, so a stale owner
+// leaves none.
 func (d *delivery) DeadLetter(ctx context.Context, reason string) error {
+	if err := d.fence(ctx); err != nil {
+		return err
+	}
 	data, _ := json.Marshal(broker.DeadLetter{Job: d.job, Reason: reason, At: time.Now()})
 	_, err := d.q.in.a.js.Publish(ctx, subjDLQ+d.q.t.Subject(), data, jetstream.WithMsgID("dlq-"+d.job.ID))
 	if err != nil {
 		return ctxErr(ctx, wrap("dead-letter", d.job.ID, err))
 	}
-	return d.Ack(ctx)
+	d.q.settle(d, true, time.Time{})
+	return ctx.Err()
 }
