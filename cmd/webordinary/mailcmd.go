@@ -193,9 +193,27 @@ func listQuarantine(ctx context.Context, c *api.Client, asJSON bool) error {
 	return nil
 }
 
-func mailHeld(ctx context.Context, args []string) error {
+// shelf is a list of set-aside items on serve that the operator acts on by ID: the held
+// mail, the parked replies.
+type shelf struct {
+	name, usage, things string // "mail held", its arguments, "held message(s)"
+	list                func(ctx context.Context, c *api.Client, asJSON bool) error
+	ids                 func(ctx context.Context, c *api.Client) ([]string, error)
+	// ops are the actions by their argument ("release"), each with its past tense.
+	ops func(c *api.Client) map[string]shelfOp
+}
+
+// shelfOp is one action on a shelf's item.
+type shelfOp struct {
+	do   func(context.Context, string) error
+	done string
+}
+
+// run lists the shelf without arguments, else runs the action pos[0] on the IDs after it
+// ("all": every ID listed now).
+func (sh shelf) run(ctx context.Context, args []string) error {
 	var cf clientFlags
-	fs := newFlags("mail held", "[release ID... | drop ID... | release all | drop all]")
+	fs := newFlags(sh.name, sh.usage)
 	cf.register(fs)
 	pos, err := parseWith(fs, args, 1<<20)
 	if err != nil {
@@ -206,31 +224,38 @@ func mailHeld(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) == 0 {
-		return listHeld(ctx, c, cf.json)
+		return sh.list(ctx, c, cf.json)
 	}
-	op := map[string]func(context.Context, string) error{"release": c.ReleaseHeld, "drop": c.DropHeld}[pos[0]]
-	if op == nil || len(pos) < 2 {
-		return usageError{"mail held", fmt.Errorf("want no argument (list), release ID... or drop ID... (or all)")}
+	op, ok := sh.ops(c)[pos[0]]
+	if !ok || len(pos) < 2 {
+		return usageError{sh.name, fmt.Errorf("want no argument (list) or %s", sh.usage)}
 	}
 	ids := pos[1:]
 	if len(ids) == 1 && ids[0] == "all" {
-		if ids, err = heldIDs(ctx, c); err != nil {
-			return err
-		}
-	}
-	for _, id := range ids {
-		if err := op(ctx, id); err != nil {
+		if ids, err = sh.ids(ctx, c); err != nil {
 			return explain(err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "%s %d held message(s)\n", map[string]string{"release": "released", "drop": "dropped"}[pos[0]], len(ids))
+	for _, id := range ids {
+		if err := op.do(ctx, id); err != nil {
+			return explain(err)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "%s %d %s\n", op.done, len(ids), sh.things)
 	return nil
+}
+
+func mailHeld(ctx context.Context, args []string) error {
+	return shelf{name: "mail held", usage: "[release ID... | drop ID... | release all | drop all]", things: "held message(s)",
+		list: listHeld, ids: heldIDs, ops: func(c *api.Client) map[string]shelfOp {
+			return map[string]shelfOp{"release": {c.ReleaseHeld, "released"}, "drop": {c.DropHeld, "dropped"}}
+		}}.run(ctx, args)
 }
 
 func heldIDs(ctx context.Context, c *api.Client) ([]string, error) {
 	held, err := c.Held(ctx)
 	if err != nil {
-		return nil, explain(err)
+		return nil, err
 	}
 	ids := make([]string, len(held))
 	for i, m := range held {
@@ -261,42 +286,22 @@ func listHeld(ctx context.Context, c *api.Client, asJSON bool) error {
 }
 
 func mailReplies(ctx context.Context, args []string) error {
-	var cf clientFlags
-	fs := newFlags("mail replies", "[retry ID... | drop ID... | retry all | drop all]")
-	cf.register(fs)
-	pos, err := parseWith(fs, args, 1<<20)
+	return shelf{name: "mail replies", usage: "[retry ID... | drop ID... | retry all | drop all]", things: "parked reply(s)",
+		list: listReplies, ids: parkedIDs, ops: func(c *api.Client) map[string]shelfOp {
+			return map[string]shelfOp{"retry": {c.RetryReply, "queued again"}, "drop": {c.DropReply, "dropped"}}
+		}}.run(ctx, args)
+}
+
+func parkedIDs(ctx context.Context, c *api.Client) ([]string, error) {
+	parked, err := c.ParkedReplies(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
+	ids := make([]string, len(parked))
+	for i, p := range parked {
+		ids[i] = p.ID
 	}
-	if len(pos) == 0 {
-		return listReplies(ctx, c, cf.json)
-	}
-	op := map[string]func(context.Context, string) error{"retry": c.RetryReply, "drop": c.DropReply}[pos[0]]
-	if op == nil || len(pos) < 2 {
-		return usageError{"mail replies", fmt.Errorf("want no argument (list), retry ID... or drop ID... (or all)")}
-	}
-	ids := pos[1:]
-	if len(ids) == 1 && ids[0] == "all" {
-		parked, err := c.ParkedReplies(ctx)
-		if err != nil {
-			return explain(err)
-		}
-		ids = ids[:0]
-		for _, p := range parked {
-			ids = append(ids, p.ID)
-		}
-	}
-	for _, id := range ids {
-		if err := op(ctx, id); err != nil {
-			return explain(err)
-		}
-	}
-	fmt.Fprintf(os.Stderr, "%s %d parked reply(s)\n", map[string]string{"retry": "queued again", "drop": "dropped"}[pos[0]], len(ids))
-	return nil
+	return ids, nil
 }
 
 func listReplies(ctx context.Context, c *api.Client, asJSON bool) error {
