@@ -357,12 +357,20 @@ func (a *App) httpHandler(b *broker.Backend, r *router.Router, projects *project
 	apiHandler := apiServer.Handler()
 	mail.registerMetrics()
 	dash, err := dashboard.New(dashboard.Config{Backend: b, Router: r, Live: hub, Local: local,
-		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Held: dashHeld(mail), Notice: a.cfg.notice(),
+		Token: token, Hosts: a.cfg.allowedHosts(), Quarantine: mail.quarantine(), Held: dashHeld(mail), Replies: dashReplies(mail), Notice: a.cfg.notice(),
 		Pictures: a.pictures(), Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
 	return routes(dash, apiHandler, mail.in.PublishHandler(), mail.in.ThreadHandler()), nil
+}
+
+// dashReplies is the dashboard's view of the parked replies, nil when serve sends none.
+func dashReplies(mail *mailParts) dashboard.Replies {
+	if mail == nil || mail.outbox == nil {
+		return nil
+	}
+	return mail.outbox
 }
 
 // dashHeld is the dashboard's view of the held mail, nil without an SMTP listener.

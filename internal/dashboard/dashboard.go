@@ -28,6 +28,8 @@ type Config struct {
 	Quarantine Quarantine
 	// Held, when set, shows the mail held over a sender's limit (list, release, drop).
 	Held Held
+	// Replies, when set, shows the replies that could not be sent (list, send again, drop).
+	Replies Replies
 	// Token, when set, is required on every request (Authorization: Bearer, or ?token= once,
 	// which sets an HttpOnly cookie). serve always sets one. Without it only loopback Host
 	// names are served.
@@ -122,6 +124,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /held", d.show(h))
 	mux.HandleFunc("POST /held/{id}/release", d.onShelf(h, "release held mail", h.release))
 	mux.HandleFunc("POST /held/{id}/drop", d.onShelf(h, "drop held mail", h.remove))
+	mux.HandleFunc("GET /replies", d.replies)
+	mux.HandleFunc("POST /replies/{id}/retry", d.onReply("send a parked reply again", Replies.Retry))
+	mux.HandleFunc("POST /replies/{id}/drop", d.onReply("drop a parked reply", Replies.Drop))
 	mux.HandleFunc("GET /static/{file}", staticFile)
 	return d.secure(mux)
 }

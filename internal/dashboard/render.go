@@ -38,7 +38,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"overview", "job", "dead", "quarantine", "held", "problem"}
+var pageNames = []string{"overview", "job", "dead", "quarantine", "held", "replies", "problem"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}

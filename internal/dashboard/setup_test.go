@@ -45,6 +45,7 @@ type options struct {
 	maxAttempts int
 	quarantine  dashboard.Quarantine
 	held        dashboard.Held
+	replies     dashboard.Replies
 }
 
 func setup(t *testing.T, opts options) *fixture {
@@ -55,7 +56,7 @@ func setup(t *testing.T, opts options) *fixture {
 	f.startRouter()
 	pool := f.startPool(opts.maxAttempts)
 	d, err := dashboard.New(dashboard.Config{Backend: f.env.Backend, Router: f.router, Live: f.hub,
-		Local: pool.Status, Token: opts.token, Quarantine: opts.quarantine, Held: opts.held, Logger: testLogger(t)})
+		Local: pool.Status, Token: opts.token, Quarantine: opts.quarantine, Held: opts.held, Replies: opts.replies, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
