@@ -109,3 +109,46 @@ func attr(v dtypes.AttributeValue) string {
 	}
 	return "?"
 }
+
+// TestOthersWaitTheClockSkew: once a lease's ExpiresAt passes, its holder can no longer renew
+// it, but others still see it held for ClockSkew more (their clocks may be behind the
+// holder's) and take it over only after that.
+func TestOthersWaitTheClockSkew(t *testing.T) {
+	const skew = 3 * time.Second
+	ctx, cfg := setup(t, awsq.Config{ClockSkew: skew})
+	b := awsqtest.Open(t, cfg)
+	l, err := b.Leases.Acquire(ctx, alice, "w1", time.Second)
+	must(t, err, "acquire")
+	waitUntil(t, l.ExpiresAt)
+	if _, err := b.Leases.Renew(ctx, l); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("expected the holder's renewal past ExpiresAt refused with ErrLeaseLost, got %v", err)
+	}
+	if time.Now().After(l.ExpiresAt.Add(skew / 2)) {
+		t.Skip("the machine was too slow to look inside the skew allowance")
+	}
+	if got, err := b.Leases.Get(ctx, alice); err != nil || got.Token != l.Token {
+		t.Errorf("expected others to see token %d held within the skew allowance, got %+v, %v", l.Token, got, err)
+	}
+	if list, err := b.Leases.List(ctx); err != nil || len(list) != 1 {
+		t.Errorf("expected the lease listed within the skew allowance, got %+v, %v", list, err)
+	}
+	if _, err := b.Leases.Acquire(ctx, alice, "w2", time.Minute); !errors.Is(err, broker.ErrLeaseHeld) {
+		t.Errorf("expected a takeover within the skew allowance refused with ErrLeaseHeld, got %v", err)
+	}
+	waitUntil(t, l.ExpiresAt.Add(skew))
+	next, err := b.Leases.Acquire(ctx, alice, "w2", time.Minute)
+	must(t, err, "take over past the skew allowance")
+	if next.Token <= l.Token {
+		t.Errorf("expected the takeover's token above %d, got %d", l.Token, next.Token)
+	}
+}
+
+// waitUntil returns once the clock has passed at.
+func waitUntil(t *testing.T, at time.Time) {
+	t.Helper()
+	select {
+	case <-time.After(time.Until(at) + time.Millisecond):
+	case <-t.Context().Done():
+		t.Fatal("the test ended before its wait")
+	}
+}
