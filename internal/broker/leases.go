@@ -14,6 +14,9 @@ import (
 // (natsjs: the sequence of the tenant's lease bucket, which other tenants share).
 // The fencing token of an acquisition is the version of its write: a lease stored with Token 0
 // reads back with its version as its token, and a renewal stores its token as it is.
+// A store may keep a record's version across its renewals (awsq: the version is the token)
+// when its replacement of a lease that ran out is also conditioned on the lease still having
+// run out, so a renewal landing between a takeover's read and its write is not overwritten.
 type LeaseStore interface {
 	// ReadLease returns t's stored lease, live or not, with its Version; ErrNotFound when t has
 	// none.
@@ -33,15 +36,30 @@ type LeaseStore interface {
 	Expired(ctx context.Context) (<-chan tenant.ID, error)
 }
 
+// SkewedLeaseStore is a LeaseStore whose leases are judged by the clocks of many processes
+// (its conditions cannot read a clock of its own). Its holder stops at ExpiresAt, as
+// everywhere; others count a lease live until ClockSkew past it.
+type SkewedLeaseStore interface {
+	LeaseStore
+	// ClockSkew is the allowance for clock differences between processes; not negative.
+	ClockSkew() time.Duration
+}
+
 // NewLeases returns Leases over s; an acquisition's ttl must be positive and at least minTTL.
-// A lease is live until its ExpiresAt, whatever the store kept.
+// A lease is live until its ExpiresAt, whatever the store kept (for others, until its
+// ClockSkew past it when s is a SkewedLeaseStore).
 func NewLeases(s LeaseStore, minTTL time.Duration) Leases {
-	return &leaseRules{s: s, minTTL: minTTL}
+	r := &leaseRules{s: s, minTTL: minTTL}
+	if sk, ok := s.(SkewedLeaseStore); ok {
+		r.skew = sk.ClockSkew()
+	}
+	return r
 }
 
 type leaseRules struct {
 	s      LeaseStore
 	minTTL time.Duration
+	skew   time.Duration // others' allowance past ExpiresAt (SkewedLeaseStore)
 }
 
 // maxTakeovers bounds Acquire's tries when the record it found changes under it.
@@ -82,13 +100,17 @@ func (r *leaseRules) takeOver(ctx context.Context, l Lease) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if live(cur) {
+	if r.held(cur) {
 		return 0, ErrLeaseHeld
 	}
 	return r.s.ReplaceLease(ctx, l, cur.Version)
 }
 
+// live reports whether l's holder may still act on it.
 func live(l Lease) bool { return time.Now().Before(l.ExpiresAt) }
+
+// held reports whether others must still respect l: until the skew allowance past its expiry.
+func (r *leaseRules) held(l Lease) bool { return time.Now().Add(-r.skew).Before(l.ExpiresAt) }
 
 // Renew refuses once l's own expiry passed, then extends it on its version.
 func (r *leaseRules) Renew(ctx context.Context, l Lease) (Lease, error) {
@@ -122,7 +144,7 @@ func (r *leaseRules) Release(ctx context.Context, l Lease) error {
 
 func (r *leaseRules) Get(ctx context.Context, t tenant.ID) (Lease, error) {
 	l, err := r.s.ReadLease(ctx, t)
-	if err == nil && !live(l) {
+	if err == nil && !r.held(l) {
 		return Lease{}, ErrNotFound
 	}
 	return l, err
@@ -135,7 +157,7 @@ func (r *leaseRules) List(ctx context.Context) ([]Lease, error) {
 	}
 	out := all[:0]
 	for _, l := range all {
-		if live(l) {
+		if r.held(l) {
 			out = append(out, l)
 		}
 	}

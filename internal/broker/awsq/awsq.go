@@ -278,7 +278,7 @@ func (a *adapter) backend() *broker.Backend {
 	return &broker.Backend{
 		Inbox:    &inbox{a: a},
 		Claims:   newClaims(a),
-		Leases:   &leases{a: a},
+		Leases:   newLeases(a),
 		Results:  a.results(),
 		Signals:  newSignals(a),
 		Jobs:     a.jobs(),

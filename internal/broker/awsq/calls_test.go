@@ -181,3 +181,42 @@ func TestFailoverAfterOwnerCrash(t *testing.T) {
 	}
 	t.Logf("failover: the job ended %v after the crashed owner's lease expired (TTL %v)", time.Since(lease.ExpiresAt).Round(10*time.Millisecond), ttl)
 }
+
+// TestCallsPerLease counts the AWS calls of each lease step: a fencing token and a conditional
+// write to acquire (one read more when the lease is held), one conditional write to renew or
+// release.
+func TestCallsPerLease(t *testing.T) {
+	counter := &calls{n: map[string]int{}}
+	ctx, cfg := setup(t, awsq.Config{APIOptions: []func(*middleware.Stack) error{counter.middleware}})
+	b := awsqtest.Open(t, cfg)
+	var l broker.Lease
+	var err error
+	steps := []struct {
+		name string
+		want int
+		step func() error
+	}{
+		{"acquire a new tenant", 2, func() error { l, err = b.Leases.Acquire(ctx, alice, "w1", time.Minute); return err }},
+		{"renew", 1, func() error { l, err = b.Leases.Renew(ctx, l); return err }},
+		{"acquire a held lease", 3, func() error {
+			if _, err := b.Leases.Acquire(ctx, alice, "w2", time.Minute); !errors.Is(err, broker.ErrLeaseHeld) {
+				return fmt.Errorf("expected ErrLeaseHeld, got %v", err)
+			}
+			return nil
+		}},
+		{"release", 1, func() error { return b.Leases.Release(ctx, l) }},
+		{"acquire a released lease", 2, func() error { _, err := b.Leases.Acquire(ctx, alice, "w3", time.Minute); return err }},
+	}
+	for _, s := range steps {
+		before := counter.snapshot()
+		must(t, s.step(), s.name)
+		after, got := counter.snapshot(), 0
+		for op, n := range after {
+			got += n - before[op]
+		}
+		t.Logf("%s: %d calls\n%s", s.name, got, report(before, after, 1))
+		if got > s.want {
+			t.Errorf("%s: expected at most %d AWS calls, got %d", s.name, s.want, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -15,85 +16,113 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// leases live in the leases table, one item per tenant (pk = "project/user"):
+// leaseStore keeps the leases in the leases table, one item per tenant (pk = "project/user"),
+// under the lease rules of broker.NewLeases:
 //
-//	owner, claimedAt, expiresAt (ms), ttl (ms), token, live ("1" while held: the sparse
-//	expiry index)
+//	owner, claimedAt, expiresAt (ms), ttlMs, token, live ("1" while held: the sparse expiry
+//	index)
 //
-// plus the item "#token" whose counter n issues fencing tokens (ADD, atomic). A released lease
-// keeps its item with expiresAt 0 and its token, and an acquisition requires the stored token
-// to be lower than its own, so tokens never go backwards. Expiry is judged by client clocks
-// (DynamoDB conditions cannot read the server's): the holder stops at expiresAt, others may take
-// over ClockSkew later.
-type leases struct{ a *adapter }
+// plus the item "#token" whose counter n issues fencing tokens (ADD, atomic). An item's version
+// is its token, kept across renewals. A release writes a tombstone on the version (expiresAt 0,
+// no owner, token kept), and an acquisition requires the stored token to be lower than its own,
+// so tokens never go backwards, also across release and re-acquisition. Expiry is judged by
+// client clocks (DynamoDB conditions cannot read the server's): the holder stops at expiresAt,
+// others may take over ClockSkew later, so a replacement of a lease that ran out is conditioned
+// on expiresAt as well as on the token. fence.go's transactions check the same attributes.
+type leaseStore struct{ a *adapter }
 
-var _ broker.Leases = (*leases)(nil)
+var _ broker.SkewedLeaseStore = (*leaseStore)(nil)
+
+func newLeases(a *adapter) broker.Leases { return broker.NewLeases(&leaseStore{a: a}, 0) }
 
 const tokenKey = "#token"
 
-func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl time.Duration) (broker.Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return broker.Lease{}, err
+func (s *leaseStore) ClockSkew() time.Duration { return s.a.cfg.ClockSkew }
+
+// ReadLease returns t's item as a lease, a tombstone too (it has run out: expiresAt 0).
+func (s *leaseStore) ReadLease(ctx context.Context, t tenant.ID) (broker.Lease, error) {
+	it, err := s.a.getItem(ctx, s.a.names.leases, key(t.String(), noSK))
+	if err != nil {
+		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("awsq: get the lease of %s: %w", t, err))
 	}
-	for try := 0; ; try++ {
-		lease, err := l.tryAcquire(ctx, t, owner, ttl)
-		if err == errStaleToken && try < 3 {
-			continue
-		}
-		if err == errStaleToken {
-			err = broker.ErrLeaseHeld
-		}
-		return lease, ctxErr(ctx, err)
+	if it == nil {
+		return broker.Lease{}, broker.ErrNotFound
 	}
+	return leaseOf(t, it), nil
 }
 
-// errStaleToken: the lease was free but a later token had been stored: take a new one.
-var errStaleToken = errors.New("awsq: stale fencing token")
-
-func (l *leases) tryAcquire(ctx context.Context, t tenant.ID, owner string, ttl time.Duration) (broker.Lease, error) {
-	tok, err := l.nextToken(ctx)
-	if err != nil {
-		return broker.Lease{}, fmt.Errorf("awsq: acquire %s: %w", t, err)
+// CreateLease writes l with a new token over no item, a tombstone, or a lease that ran out
+// ClockSkew ago (a store that drops leases as they run out would hold none), provided the
+// stored token is lower; ErrExists otherwise, and the rules read the item to tell why.
+func (s *leaseStore) CreateLease(ctx context.Context, l broker.Lease) (uint64, error) {
+	v, err := s.acquire(ctx, l, "attribute_not_exists(pk) OR (expiresAt < :free AND #tok < :tok)", item{})
+	if errors.Is(err, broker.ErrConflict) {
+		return 0, broker.ErrExists
 	}
-	now := time.Now()
-	lease := broker.Lease{Tenant: t, Owner: owner, Token: tok, ClaimedAt: now, ExpiresAt: now.Add(ttl), TTL: ttl, Version: tok}
-	_, err = l.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(l.a.names.leases),
-		Key:                      key(t.String(), noSK),
-		UpdateExpression:         aws.String("SET #o = :o, claimedAt = :now, expiresAt = :exp, ttlMs = :ttl, #tok = :tok, live = :live"),
-		ConditionExpression:      aws.String("attribute_not_exists(pk) OR (expiresAt < :free AND #tok < :tok)"),
-		ExpressionAttributeNames: placeholders("#o #tok"),
-		ExpressionAttributeValues: item{
-			":o": str(owner), ":now": num(now.UnixMilli()), ":exp": num(lease.ExpiresAt.UnixMilli()),
-			":ttl": num(ttl.Milliseconds()), ":tok": num(int64(tok)), ":live": str("1"),
-			":free": num(now.Add(-l.a.cfg.ClockSkew).UnixMilli()),
-		},
+	return v, err
+}
+
+// ReplaceLease renews l (Token set) while its item carries l.Token and has not run out by this
+// clock, or takes over (Token 0, a new token) an item still at version that ran out ClockSkew
+// ago; ErrConflict otherwise.
+func (s *leaseStore) ReplaceLease(ctx context.Context, l broker.Lease, version uint64) (uint64, error) {
+	if l.Token == 0 {
+		return s.acquire(ctx, l, "#tok = :ver AND expiresAt < :free", item{":ver": num(int64(version))})
+	}
+	err := s.write(ctx, l, "#tok = :tok AND expiresAt > :now", item{":now": num(nowMs())})
+	return l.Token, err
+}
+
+// acquire writes l under a new token if cond holds; :free and :tok are set for it.
+func (s *leaseStore) acquire(ctx context.Context, l broker.Lease, cond string, values item) (uint64, error) {
+	tok, err := s.nextToken(ctx)
+	if err != nil {
+		return 0, ctxErr(ctx, fmt.Errorf("awsq: acquire %s: %w", l.Tenant, err))
+	}
+	l.Token = tok
+	values[":free"] = num(time.Now().Add(-s.a.cfg.ClockSkew).UnixMilli())
+	return tok, s.write(ctx, l, cond, values)
+}
+
+// write stores l (its token in :tok) if cond holds; ErrConflict when it does not.
+func (s *leaseStore) write(ctx context.Context, l broker.Lease, cond string, values item) error {
+	maps.Copy(values, item{
+		":o": str(l.Owner), ":at": num(l.ClaimedAt.UnixMilli()), ":exp": num(l.ExpiresAt.UnixMilli()),
+		":ttl": num(l.TTL.Milliseconds()), ":tok": num(int64(l.Token)), ":live": str("1"),
+	})
+	return s.update(ctx, l.Tenant, "SET #o = :o, claimedAt = :at, expiresAt = :exp, ttlMs = :ttl, #tok = :tok, live = :live", cond, values)
+}
+
+// DeleteLease writes the tombstone of t's lease while it carries token version and has not
+// run out; ErrConflict otherwise (released already, or taken over).
+func (s *leaseStore) DeleteLease(ctx context.Context, t tenant.ID, version uint64) error {
+	return s.update(ctx, t, "SET expiresAt = :zero REMOVE #o, live", "#tok = :tok AND expiresAt > :now",
+		item{":zero": num(0), ":tok": num(int64(version)), ":now": num(nowMs())})
+}
+
+// update applies expr to t's item if cond holds; ErrConflict when it does not.
+func (s *leaseStore) update(ctx context.Context, t tenant.ID, expr, cond string, values item) error {
+	_, err := s.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.a.names.leases),
+		Key:                       key(t.String(), noSK),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  placeholders(expr + " " + cond),
+		ExpressionAttributeValues: values,
 	})
 	if conditionFailed(err) {
-		return broker.Lease{}, l.whyHeld(ctx, t, tok)
+		return broker.ErrConflict
 	}
 	if err != nil {
-		return broker.Lease{}, fmt.Errorf("awsq: acquire %s: %w", t, err)
+		return ctxErr(ctx, fmt.Errorf("awsq: write the lease of %s: %w", t, err))
 	}
-	return lease, nil
-}
-
-// whyHeld tells a live lease (ErrLeaseHeld) from a free one that stored a later token.
-func (l *leases) whyHeld(ctx context.Context, t tenant.ID, tok uint64) error {
-	it, err := l.a.getItem(ctx, l.a.names.leases, key(t.String(), noSK))
-	if err != nil {
-		return fmt.Errorf("awsq: acquire %s: %w", t, err)
-	}
-	if it != nil && !l.live(it) && uint64(getN(it, "token")) >= tok {
-		return errStaleToken
-	}
-	return broker.ErrLeaseHeld
+	return nil
 }
 
 // nextToken issues a fencing token: strictly increasing across every tenant.
-func (l *leases) nextToken(ctx context.Context) (uint64, error) {
-	out, err := l.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.a.names.leases),
+func (s *leaseStore) nextToken(ctx context.Context) (uint64, error) {
+	out, err := s.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.a.names.leases),
 		Key:                       key(tokenKey, noSK),
 		UpdateExpression:          aws.String("ADD n :one"),
 		ExpressionAttributeValues: item{":one": num(1)},
@@ -103,52 +132,6 @@ func (l *leases) nextToken(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	return uint64(getN(out.Attributes, "n")), nil
-}
-
-// Renew moves expiresAt on, only while the lease is still this acquisition and unexpired.
-func (l *leases) Renew(ctx context.Context, lease broker.Lease) (broker.Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return broker.Lease{}, err
-	}
-	now := time.Now()
-	if !now.Before(lease.ExpiresAt) {
-		return broker.Lease{}, broker.ErrLeaseLost
-	}
-	exp := now.Add(lease.TTL)
-	err := l.fenced(ctx, lease, "SET expiresAt = :exp", item{":exp": num(exp.UnixMilli())})
-	if err != nil {
-		return broker.Lease{}, ctxErr(ctx, err)
-	}
-	lease.ExpiresAt = exp
-	return lease, nil
-}
-
-// Release ends the lease but keeps its item (and token); ErrLeaseLost when it is not current.
-func (l *leases) Release(ctx context.Context, lease broker.Lease) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return ctxErr(ctx, l.fenced(ctx, lease, "SET expiresAt = :zero REMOVE #o, live", item{":zero": num(0)}))
-}
-
-// fenced applies expr while lease is the tenant's current, unexpired acquisition.
-func (l *leases) fenced(ctx context.Context, lease broker.Lease, expr string, values item) error {
-	values[":tok"], values[":now"] = num(int64(lease.Token)), num(nowMs())
-	_, err := l.a.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.a.names.leases),
-		Key:                       key(lease.Tenant.String(), noSK),
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("#tok = :tok AND expiresAt > :now"),
-		ExpressionAttributeNames:  placeholders(expr + " #tok"),
-		ExpressionAttributeValues: values,
-	})
-	if conditionFailed(err) {
-		return broker.ErrLeaseLost
-	}
-	if err != nil {
-		return fmt.Errorf("awsq: lease of %s: %w", lease.Tenant, err)
-	}
-	return nil
 }
 
 // placeholders returns the attribute-name placeholders expr uses (DynamoDB refuses unused ones;
@@ -163,19 +146,9 @@ func placeholders(expr string) map[string]string {
 	return m
 }
 
-func (l *leases) Get(ctx context.Context, t tenant.ID) (broker.Lease, error) {
-	it, err := l.a.getItem(ctx, l.a.names.leases, key(t.String(), noSK))
-	if err != nil {
-		return broker.Lease{}, ctxErr(ctx, fmt.Errorf("awsq: get the lease of %s: %w", t, err))
-	}
-	if it == nil || !l.live(it) {
-		return broker.Lease{}, broker.ErrNotFound
-	}
-	return leaseOf(t, it), nil
-}
-
-func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
-	items, err := l.a.scan(ctx, l.a.names.leases, l.live)
+// ListLeases returns the tenants' held items (a scan; the rules keep those still live).
+func (s *leaseStore) ListLeases(ctx context.Context) ([]broker.Lease, error) {
+	items, err := s.a.scan(ctx, s.a.names.leases, func(it item) bool { return getS(it, "live") != "" })
 	if err != nil {
 		return nil, ctxErr(ctx, fmt.Errorf("awsq: list leases: %w", err))
 	}
@@ -186,11 +159,6 @@ func (l *leases) List(ctx context.Context) ([]broker.Lease, error) {
 		}
 	}
 	return out, nil
-}
-
-// live reports whether an item is a held lease others must still respect.
-func (l *leases) live(it item) bool {
-	return getS(it, "live") != "" && time.Now().Add(-l.a.cfg.ClockSkew).UnixMilli() < getN(it, "expiresAt")
 }
 
 func leaseOf(t tenant.ID, it item) broker.Lease {
@@ -205,28 +173,28 @@ func leaseOf(t tenant.ID, it item) broker.Lease {
 
 // Expired polls the sparse expiry index every ExpiryPoll for held leases whose expiry (plus
 // the clock-skew allowance) passed since the last look. Best effort: up to ExpiryPoll late.
-func (l *leases) Expired(ctx context.Context) (<-chan tenant.ID, error) {
+func (s *leaseStore) Expired(ctx context.Context) (<-chan tenant.ID, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	out := make(chan tenant.ID, 64)
-	go l.watchExpiry(ctx, out)
+	go s.watchExpiry(ctx, out)
 	return out, nil
 }
 
-func (l *leases) watchExpiry(ctx context.Context, out chan<- tenant.ID) {
+func (s *leaseStore) watchExpiry(ctx context.Context, out chan<- tenant.ID) {
 	defer close(out)
-	tick := time.NewTicker(l.a.cfg.ExpiryPoll)
+	tick := time.NewTicker(s.a.cfg.ExpiryPoll)
 	defer tick.Stop()
-	last := time.Now().Add(-l.a.cfg.ClockSkew)
+	last := time.Now().Add(-s.a.cfg.ClockSkew)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		upTo := time.Now().Add(-l.a.cfg.ClockSkew)
-		ts, err := l.expiredBetween(ctx, last, upTo)
+		upTo := time.Now().Add(-s.a.cfg.ClockSkew)
+		ts, err := s.expiredBetween(ctx, last, upTo)
 		if err != nil {
 			continue
 		}
@@ -242,10 +210,10 @@ func (l *leases) watchExpiry(ctx context.Context, out chan<- tenant.ID) {
 }
 
 // expiredBetween lists the held leases with expiresAt in (from, to].
-func (l *leases) expiredBetween(ctx context.Context, from, to time.Time) ([]tenant.ID, error) {
+func (s *leaseStore) expiredBetween(ctx context.Context, from, to time.Time) ([]tenant.ID, error) {
 	var ts []tenant.ID
-	p := dynamodb.NewQueryPaginator(l.a.ddb, &dynamodb.QueryInput{
-		TableName:                 aws.String(l.a.names.leases),
+	p := dynamodb.NewQueryPaginator(s.a.ddb, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.a.names.leases),
 		IndexName:                 aws.String(expiryIndex),
 		KeyConditionExpression:    aws.String("live = :live AND expiresAt BETWEEN :from AND :to"),
 		ExpressionAttributeValues: item{":live": str("1"), ":from": num(from.UnixMilli() + 1), ":to": num(to.UnixMilli())},
