@@ -145,6 +145,9 @@ func (c Config) validate() error {
 	if c.MaxPayload > 256*1024 {
 		return fmt.Errorf("awsq: MaxPayload %d is above SQS's 256 KiB", c.MaxPayload)
 	}
+	if c.ClockSkew < 0 {
+		return fmt.Errorf("awsq: ClockSkew %v must not be negative: others would take a lease over before its holder stops", c.ClockSkew)
+	}
 	return nil
 }
 

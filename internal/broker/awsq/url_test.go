@@ -35,3 +35,12 @@ func TestOpenByURL(t *testing.T) {
 		t.Errorf("expected an error naming the unknown parameter and the known ones, got %v", err)
 	}
 }
+
+// TestNegativeClockSkewIsRefused: a negative allowance would let others take a lease over
+// before its holder stops; New refuses it before it reaches AWS.
+func TestNegativeClockSkewIsRefused(t *testing.T) {
+	_, err := awsq.New(t.Context(), awsq.Config{Region: "us-east-1", Endpoint: "http://127.0.0.1:1", ClockSkew: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "ClockSkew") {
+		t.Fatalf("New with a negative ClockSkew: %v; want a refusal naming it", err)
+	}
+}
