@@ -21,7 +21,8 @@ import (
 // renewals, no release) every 1.5s and replaced. Every tenant has work pending until its last
 // job, so every gap between a tenant's runs is time it waited for a worker. No tenant may wait
 // much longer than the typical one: the longest gap stays within three times the median gap
-// plus two lease TTLs a crashed owner's tenant must first wait out (1s each; median gap ~2s).
+// plus what a crash costs a tenant however fair the claims: two lease TTLs of crashed owners
+// to wait out (1s each) and a claim handed to a process that crashed before taking it (2s).
 func TestFairUnderBacklogWithCrashes(t *testing.T) {
 	if testing.Short() || raceDetector {
 		t.Skip("backlog run takes ~10s and compares waiting times (skipped with -short and -race)")
@@ -43,6 +44,7 @@ func fairUnderBacklog(t *testing.T, be backend) {
 		processes, tenants, jobs = 3, 60, 5
 		work                     = 100 * time.Millisecond
 		ttl                      = time.Second
+		handOut                  = 2 * time.Second // natsjstest's and startMem's ClaimAckWait
 	)
 	f := setupRouter(t, be, router.Config{ReconcileEvery: 200 * time.Millisecond, RepeatClaimAfter: 2 * time.Second})
 	g := newGaps()
@@ -74,12 +76,13 @@ func fairUnderBacklog(t *testing.T, be backend) {
 	t.Logf("fairness: %d processes, %d tenants x %d jobs of %s, %d crashes: median gap %s, max gap %s (%s)",
 		processes, tenants, jobs, work, crashes, median.Round(time.Millisecond), worst.Round(time.Millisecond), who)
 	// A tenant whose owner crashed cannot move before the lease expires, however fair the
-	// claims, and with a crash every 1.5s it can lose two owners in a row: two TTLs are allowed
-	// on top of three times the median. Starvation still shows: a tenant left until the end
-	// waits many medians (the whole run is about seven).
-	if limit := 3*median + 2*ttl; worst > limit {
-		t.Errorf("tenant %s waited %s with work pending; want at most three times the median gap %s plus two lease TTLs of %s (%s)",
-			who, worst.Round(time.Millisecond), median.Round(time.Millisecond), ttl, limit.Round(time.Millisecond))
+	// claims, and with a crash every 1.5s it can lose two owners in a row, and its claim can
+	// be handed to a process that crashes before taking it: two TTLs and a hand-out are
+	// allowed on top of three times the median. Starvation still shows: a tenant left until
+	// the end waits many medians (the whole run is about seven).
+	if limit := 3*median + 2*ttl + handOut; worst > limit {
+		t.Errorf("tenant %s waited %s with work pending; want at most three times the median gap %s plus two lease TTLs of %s and a claim hand-out of %s (%s)",
+			who, worst.Round(time.Millisecond), median.Round(time.Millisecond), ttl, handOut, limit.Round(time.Millisecond))
 	}
 }
 
