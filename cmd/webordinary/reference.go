@@ -54,7 +54,8 @@ const environmentOnly = "### Environment only\n\n" +
 	"\nA secret may be given as the ARN of an AWS Secrets Manager secret instead of its value " +
 	"(`engine.password`, `serve.dashboard_token`, `mail.secret`, `mail.relay_password`, and the variables " +
 	"`WO_GIT_TOKEN`, `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`): serve and worker read it once at start, " +
-	"in the secret's region, with the SDK's credentials (`aws.endpoint` applies).\n"
+	"in the secret's region, with the SDK's credentials (`aws.endpoint` applies). ECS's form " +
+	"`ARN:json-key:version-stage:version-id` (parts may be empty: `ARN:password::`) takes one key of a JSON secret.\n"
 
 // configReference opens the config file's part of the reference.
 const configReference = "### Config file (`serve --config`, `worker --config`)\n\n" +

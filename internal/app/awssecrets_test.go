@@ -120,3 +120,34 @@ func TestSecretThatCannotBeReadStopsStart(t *testing.T) {
 		t.Error("serve got ready with a secret it could not read")
 	}
 }
+
+// TestAKeyOfAJSONSecretIsRead: ECS's form ARN:json-key:version-stage:version-id picks one key
+// of a JSON secret; a key the secret lacks stops start naming the keys it has, and a secret
+// that is not JSON says how to fix the ARN.
+func TestAKeyOfAJSONSecretIsRead(t *testing.T) {
+	t.Parallel()
+	const arnRelay = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:acme-wo/relay-StUvWx"
+	sm := startSecretsManager(t, map[string]string{arnRelay: `{"user":"ses-smtp","password":"relay-pass","port":587}`,
+		arnAPIToken: "plain-token"})
+	for _, c := range []struct{ ref, want, fails string }{
+		{arnRelay + ":password::", "relay-pass", ""},
+		{arnRelay + ":port::", "587", ""},
+		{arnRelay + ":password:AWSCURRENT:", "relay-pass", ""},
+		{arnRelay + ":pasword::", "", `no key "pasword" (its keys: password, port, user)`},
+		{arnAPIToken + ":password::", "", "not a JSON object"},
+	} {
+		cfg := serveConfig(t)
+		cfg.Mail.RelayPassword, cfg.AWS.Endpoint = c.ref, sm.URL
+		a, err := New(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.readSecrets(t.Context())
+		switch {
+		case c.fails == "" && (err != nil || a.cfg.Mail.RelayPassword != c.want):
+			t.Errorf("%s: %q, %v; want %q", c.ref, a.cfg.Mail.RelayPassword, err, c.want)
+		case c.fails != "" && (err == nil || !strings.Contains(err.Error(), c.fails) || !strings.Contains(err.Error(), "Mail.RelayPassword")):
+			t.Errorf("%s: %v; want an error naming the setting and saying %q", c.ref, err, c.fails)
+		}
+	}
+}
