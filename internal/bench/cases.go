@@ -169,6 +169,7 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 	}
 	defer r.close()
 	n := tenants * jobs
+	use := engineNow(r.srv)
 	var submitted time.Duration
 	if drain {
 		start := time.Now()
@@ -212,6 +213,7 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 	claims, ran := counter("webordinary_claims_total", "acquired")-claimsBefore, counter("webordinary_jobs_total", "")-jobsBefore
 	fmt.Fprintf(cfg.Out, "throughput %4d tenants x %2d jobs, %d workers in 2 processes, %s: %6.0f jobs/s (%d jobs in %s; submit %.0f/s; %.2f claims per job here%s)\n",
 		tenants, jobs, 2*cfg.Workers, mode, float64(n)/took.Seconds(), n, round(took), float64(n)/submitted.Seconds(), claims/max(ran, 1), cpu)
+	fmt.Fprintf(cfg.Out, "  %s\n", perJob(use, engineNow(r.srv), n))
 	return nil
 }
 

@@ -3,7 +3,6 @@ package natsjs
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -93,26 +92,4 @@ func fetchNoWait(ctx context.Context, c jetstream.Consumer) (jetstream.Msg, erro
 		return nil, err
 	}
 	return nil, broker.ErrNoMessage
-}
-
-// nextMsg blocks until c delivers a message that decode accepts, or ctx ends. A message
-// decode rejects can never be served: it is terminated and the wait goes on. Each pull is
-// bounded, so a pull abandoned by a cancelled caller holds a message only briefly.
-func nextMsg[T any](ctx context.Context, c jetstream.Consumer, what string, decode func(jetstream.Msg) (T, error)) (T, error) {
-	var zero T
-	for {
-		m, err := fetchOne(ctx, c, 5*time.Second)
-		switch {
-		case ctx.Err() != nil:
-			return zero, ctx.Err()
-		case errors.Is(err, broker.ErrNoMessage):
-			continue
-		case err != nil:
-			return zero, fmt.Errorf("natsjs: next %s: %w", what, err)
-		}
-		if v, err := decode(m); err == nil {
-			return v, nil
-		}
-		_ = m.Term()
-	}
 }

@@ -87,6 +87,8 @@ type queue struct {
 	removing sync.WaitGroup     // the purge under way
 	failed   error              // the first removal that failed since the last Close
 	closed   bool
+	ahead    []directMsg // the tenant's messages read ahead, in order (see readAhead)
+	after    int         // how many followed the last message read (0: none or not told)
 }
 
 // Open makes the tenant's queue; the server keeps no state for it.
@@ -258,16 +260,25 @@ func (q *queue) get(ctx context.Context, from uint64) (*delivery, error) {
 // read asks the stream for the tenant's first message at or after from: its sequence, the
 // message, and how many of the tenant's follow it (-1: not told).
 func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, error) {
+	if d, ok := q.readAhead(from); ok {
+		return d.seq, d.m, d.behind, nil
+	}
 	q.reads.Add(1)
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second) // as the JetStream client's default
 	defer cancel()
 	if q.sh.direct() {
-		seq, m, behind, err := q.sh.firstDirect(rctx, q.in.a.nc, q.subj, from)
+		msgs, err := q.sh.directBatch(rctx, q.in.a.nc, q.subj, from, q.batch())
 		if !errors.Is(err, nats.ErrNoResponders) { // else direct gets were turned off since (an older binary's setup)
-			if err != nil {
-				err = fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
+			if err != nil || len(msgs) == 0 {
+				if err != nil {
+					err = fmt.Errorf("natsjs: next job for %s: %w", q.t, err)
+				}
+				return 0, nil, 0, ctxErr(ctx, err)
 			}
-			return seq, m, behind, ctxErr(ctx, err)
+			q.mu.Lock()
+			q.ahead, q.after = msgs, max(msgs[len(msgs)-1].behind, 0)
+			q.mu.Unlock()
+			return msgs[0].seq, msgs[0].m, msgs[0].behind, nil
 		}
 	}
 	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": q.subj})
@@ -305,6 +316,36 @@ func (q *queue) read(ctx context.Context, from uint64) (uint64, *nats.Msg, int, 
 	}
 	return r.Message.Seq, m, -1, nil
 }
+
+// readAhead returns the tenant's first message at or after from when the last read holds it:
+// a read gets up to maxAhead of the tenant's messages at once when the one before said more
+// were queued, rather than one request per job. What it read is still the tenant's first
+// messages at or after any later cursor: the cursor only moves forward, a message published
+// since has a higher sequence than any of them, and only the owner removes the messages it
+// has acknowledged (those below its cursor).
+func (q *queue) readAhead(from uint64) (directMsg, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ahead) > 0 && q.ahead[0].seq < from {
+		q.ahead = q.ahead[1:]
+	}
+	if len(q.ahead) == 0 {
+		q.ahead = nil
+		return directMsg{}, false
+	}
+	return q.ahead[0], true
+}
+
+// batch is how many messages the next read asks for: those the last message read said
+// followed it, and that one, up to maxAhead; one when it did not say.
+func (q *queue) batch() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return min(q.after+1, maxAhead)
+}
+
+// maxAhead bounds the messages one read gets.
+const maxAhead = 16
 
 // settle ends d's delivery: acknowledged (the cursor moves past it; it is removed with the
 // others below the cursor, see purgeLocked) or held back until again.
@@ -387,7 +428,7 @@ func (q *queue) purge(ctx context.Context, to uint64) error {
 // delivery stays in the stream for the next Open.
 func (q *queue) Close(ctx context.Context) error {
 	q.mu.Lock()
-	q.closed, q.held = true, nil
+	q.closed, q.held, q.ahead = true, nil, nil
 	sub := q.sub
 	q.mu.Unlock()
 	if sub != nil {

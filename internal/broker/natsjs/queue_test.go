@@ -413,3 +413,23 @@ func closeNonePending(t *testing.T, ctx context.Context, b *broker.Backend, q br
 		t.Fatalf("%s pending right after Close%s: %d, %v; want 0", tn, what, n, err)
 	}
 }
+
+// TestAnOwnerReadsItsQueuedJobsAhead: an owner whose tenant has jobs queued reads several of
+// them in one request (a direct get of a batch) rather than one request per job, and still
+// takes them one at a time, in order, and each only once acknowledged.
+func TestAnOwnerReadsItsQueuedJobsAhead(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	ids := publishJobs(t, ctx, b, tn, "j", 20)
+	q := openTenant(t, ctx, b, tn)
+	takeInOrder(t, ctx, q, 5*time.Second, ids...)
+	if n := q.reads.Load(); n > 4 {
+		t.Fatalf("%d reads for %d queued jobs", n, len(ids))
+	}
+	// A job published after the reads ahead is read too, after them.
+	more := publishJobs(t, ctx, b, tn, "k", 1)
+	takeInOrder(t, ctx, q, 5*time.Second, more...)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,7 +16,7 @@ import (
 
 // results publishes to the tenant's result shard and reads every shard: a goroutine per
 // shard, from the first Next to Close, pulls the router's consumer there and hands each
-// result over when Next asks (a result is fetched ahead only by one per shard).
+// result over when Next asks (results are fetched ahead by up to resultBatch per shard).
 type results struct {
 	a      *adapter
 	start  sync.Once
@@ -97,38 +98,107 @@ func (r *results) Next(ctx context.Context) (broker.ResultDelivery, error) {
 	}
 }
 
-// pull hands c's results to Next until Close; one fetched when Close comes is given back
-// (delivered again at once, to this router's successor or another).
+// pull hands c's results to Next until Close. It keeps up to resultBatch results pulled
+// ahead (the consumer's continuous pull: one pull request per batch, not per result, which
+// was a request and a reply on both sides for every job) and hands each over as Next asks.
+// At Close the pull is drained, and the results it had fetched are given back once it no
+// longer listens (delivered again at once, to this router's successor or another).
 func (r *results) pull(c jetstream.Consumer) {
 	for r.ctx.Err() == nil {
-		var f fetched
-		var m jetstream.Msg
-		m, f.err = nextMsg(r.ctx, c, "result", func(m jetstream.Msg) (jetstream.Msg, error) {
-			d := &resultDelivery{m: m, attempt: 1}
-			if err := json.Unmarshal(m.Data(), &d.res); err != nil {
-				return nil, err
+		it, err := c.Messages(jetstream.PullMaxMessages(resultBatch), jetstream.PullExpiry(resultWait))
+		if err != nil {
+			if !r.hand(fetched{err: fmt.Errorf("natsjs: next result: %w", err)}) {
+				return
 			}
-			if meta, err := m.Metadata(); err == nil {
-				d.attempt = int(meta.NumDelivered)
-			}
-			f.d = d
-			return m, nil
-		})
+			continue
+		}
+		stop := context.AfterFunc(r.ctx, it.Drain)
+		held := r.serve(it)
+		stop()
 		if r.ctx.Err() != nil {
-			if m != nil {
-				_ = m.Nak()
-			}
+			giveBack(it, held)
 			return
 		}
-		select {
-		case r.next <- f:
-		case <-r.ctx.Done():
-			if m != nil {
-				_ = m.Nak()
+		it.Stop() // it failed: pull afresh
+	}
+}
+
+// serve hands it's results to Next until it fails or Close drains it; it returns the result
+// Close kept from Next, if any.
+func (r *results) serve(it jetstream.MessagesContext) jetstream.Msg {
+	for {
+		m, err := it.Next()
+		switch {
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return nil
+		case err != nil:
+			if r.ctx.Err() == nil {
+				r.hand(fetched{err: fmt.Errorf("natsjs: next result: %w", err)})
 			}
-			return
+			return nil
+		}
+		d, err := decodeResult(m)
+		if err != nil {
+			_ = m.Term() // it can never be served
+			continue
+		}
+		if !r.hand(fetched{d: d}) {
+			return m
 		}
 	}
+}
+
+// giveBack hands the results a drained pull fetched, and held, back to the consumer once the
+// pull no longer listens (a result given back before would be delivered to it again).
+func giveBack(it jetstream.MessagesContext, held jetstream.Msg) {
+	var back []jetstream.Msg
+	if held != nil {
+		back = append(back, held)
+	}
+	for {
+		m, err := it.Next()
+		if err != nil {
+			break
+		}
+		back = append(back, m)
+	}
+	if c, ok := it.(interface{ Closed() <-chan struct{} }); ok {
+		select {
+		case <-c.Closed():
+		case <-time.After(5 * time.Second):
+		}
+	}
+	for _, m := range back {
+		_ = m.Nak()
+	}
+}
+
+// resultBatch is how many results a pull asks for; resultWait how long it stays open.
+const (
+	resultBatch = 64
+	resultWait  = 5 * time.Second
+)
+
+// hand gives f to a Next; false when Close came first.
+func (r *results) hand(f fetched) bool {
+	select {
+	case r.next <- f:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// decodeResult reads a fetched result and its delivery count.
+func decodeResult(m jetstream.Msg) (*resultDelivery, error) {
+	d := &resultDelivery{m: m, attempt: 1}
+	if err := json.Unmarshal(m.Data(), &d.res); err != nil {
+		return nil, err
+	}
+	if meta, err := m.Metadata(); err == nil {
+		d.attempt = int(meta.NumDelivered)
+	}
+	return d, nil
 }
 
 // close stops the shards' pulls and waits for them.

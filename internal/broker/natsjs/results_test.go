@@ -3,9 +3,11 @@ package natsjs
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -106,5 +108,59 @@ func TestAClosedBackendGivesBackTheResultsItFetched(t *testing.T) {
 		if err := d.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestResultsArePulledInBatches: the router's pulls ask for many results at once and stay
+// open for more, rather than one pull request (a request and a reply on both sides) per
+// result: results already stored and results published one by one while Next waits.
+func TestResultsArePulledInBatches(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	var pulls atomic.Int64
+	sub, err := nc.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(*nats.Msg) { pulls.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	worker := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	router := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	publish := func(i int) {
+		if err := worker.Results.Publish(ctx, broker.Result{JobID: fmt.Sprint("j", i), Tenant: tn, State: broker.StateDone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func(i int) {
+		d, err := router.Results.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := d.Result().JobID, fmt.Sprint("j", i); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const stored, oneByOne = 40, 20
+	for i := range stored {
+		publish(i)
+	}
+	for i := range stored {
+		take(i)
+	}
+	for i := stored; i < stored+oneByOne; i++ {
+		publish(i)
+		take(i)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := pulls.Load(); n > 4 {
+		t.Fatalf("%d pull requests for %d results", n, stored+oneByOne)
 	}
 }

@@ -117,3 +117,58 @@ func (sh shard) firstDirect(ctx context.Context, nc *nats.Conn, subj string, fro
 	}
 	return seq, m, behind, nil
 }
+
+// directMsg is a message a direct get read: its sequence, the message, and how many of its
+// subject's followed it then (-1: not told).
+type directMsg struct {
+	seq    uint64
+	m      *nats.Msg
+	behind int
+}
+
+// directBatch gets up to n of subj's first messages at or after sequence from with one direct
+// get (as firstDirect; n > 1 listens on an inbox of its own for the batch and its end). None
+// when there are none; nats.ErrNoResponders when the stream serves no direct gets.
+func (sh shard) directBatch(ctx context.Context, nc *nats.Conn, subj string, from uint64, n int) ([]directMsg, error) {
+	if n <= 1 {
+		seq, m, behind, err := sh.firstDirect(ctx, nc, subj, from)
+		if err != nil || m == nil {
+			return nil, err
+		}
+		return []directMsg{{seq: seq, m: m, behind: behind}}, nil
+	}
+	sub, err := nc.SubscribeSync(nc.NewInbox())
+	if err != nil {
+		return nil, fmt.Errorf("direct get from %s: %w", sh.name, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": subj, "batch": n})
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+sh.name, sub.Subject, req); err != nil {
+		return nil, fmt.Errorf("direct get from %s: %w", sh.name, err)
+	}
+	var out []directMsg
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("direct get from %s: %w", sh.name, err)
+		}
+		switch status := m.Header.Get("Status"); status {
+		case "":
+		case "204", "404": // the batch's end; none at all
+			return out, nil
+		case "503":
+			return nil, nats.ErrNoResponders
+		default:
+			return nil, fmt.Errorf("direct get from %s: answered %s %s", sh.name, status, m.Header.Get("Description"))
+		}
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil || m.Header.Get("Nats-Subject") != subj {
+			return nil, fmt.Errorf("direct get from %s: an answer without %s's sequence", sh.name, subj)
+		}
+		behind, err := strconv.Atoi(m.Header.Get("Nats-Num-Pending"))
+		if err != nil {
+			behind = -1
+		}
+		out = append(out, directMsg{seq: seq, m: m, behind: behind})
+	}
+}
