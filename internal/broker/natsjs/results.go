@@ -112,9 +112,16 @@ func (r *results) pull(c jetstream.Consumer) {
 			}
 			continue
 		}
-		stop := context.AfterFunc(r.ctx, it.Drain)
-		held := r.serve(it)
+		// Close drains the pull; a drained pull's Next returns once its requests end, which
+		// should be within resultWait, and is cut off a second after that in any case.
+		grace, endGrace := context.WithCancel(context.Background())
+		stop := context.AfterFunc(r.ctx, func() {
+			it.Drain()
+			time.AfterFunc(resultWait+time.Second, endGrace)
+		})
+		held := r.serve(it, grace)
 		stop()
+		endGrace()
 		if r.ctx.Err() != nil {
 			giveBack(it, held)
 			return
@@ -123,18 +130,17 @@ func (r *results) pull(c jetstream.Consumer) {
 	}
 }
 
-// serve hands it's results to Next until it fails or Close drains it; it returns the result
-// Close kept from Next, if any.
-func (r *results) serve(it jetstream.MessagesContext) jetstream.Msg {
+// serve hands it's results to Next until it fails or Close drains it (waiting for the drain
+// until grace ends); it returns the result Close kept from Next, if any.
+func (r *results) serve(it jetstream.MessagesContext, grace context.Context) jetstream.Msg {
 	for {
-		m, err := it.Next()
+		m, err := it.Next(jetstream.NextContext(grace))
 		switch {
-		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+		case err == nil:
+		case r.ctx.Err() != nil, errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			return nil
-		case err != nil:
-			if r.ctx.Err() == nil {
-				r.hand(fetched{err: fmt.Errorf("natsjs: next result: %w", err)})
-			}
+		default:
+			r.hand(fetched{err: fmt.Errorf("natsjs: next result: %w", err)})
 			return nil
 		}
 		d, err := decodeResult(m)
@@ -155,13 +161,21 @@ func giveBack(it jetstream.MessagesContext, held jetstream.Msg) {
 	if held != nil {
 		back = append(back, held)
 	}
-	for {
-		m, err := it.Next()
+	// Bounded in time and count: a drained pull's requests still pending may go on
+	// delivering, and a giveBack that waited for them to stop could wait forever.
+	deadline := time.Now().Add(resultWait + time.Second)
+	for len(back) < 4*resultBatch {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		m, err := it.Next(jetstream.NextMaxWait(wait))
 		if err != nil {
 			break
 		}
 		back = append(back, m)
 	}
+	it.Stop()
 	if c, ok := it.(interface{ Closed() <-chan struct{} }); ok {
 		select {
 		case <-c.Closed():

@@ -164,3 +164,40 @@ func TestResultsArePulledInBatches(t *testing.T) {
 		t.Fatalf("%d pull requests for %d results", n, stored+oneByOne)
 	}
 }
+
+// TestCloseEndsTheResultPulls: Close returns promptly while the pulls wait for results, with
+// none held and with more than a batch held, after the first pull requests expired.
+func TestCloseEndsTheResultPulls(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	for round, held := range []int{0, 70} {
+		b, err := New(ctx, testConn(t, srv), Config{ResultAckWait: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range held {
+			res := broker.Result{JobID: fmt.Sprint("r", round, "-", i), Tenant: mustTenant("p", fmt.Sprint("u", i)), State: broker.StateDone}
+			if err := b.Results.Publish(ctx, res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waiting, stop := context.WithTimeout(ctx, time.Second) // the pulls start and wait
+		if d, err := b.Results.Next(waiting); err == nil {
+			_ = d.Ack(ctx)
+		}
+		stop()
+		time.Sleep(resultWait + time.Second) // past the first pull requests' expiry
+		closed := make(chan error, 1)
+		go func() { closed <- b.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d (%d results): Close did not return within 30 s", round, held)
+		}
+	}
+}
