@@ -19,7 +19,7 @@ func (m *mailSetup) parkedReplies(t *testing.T) []map[string]any {
 
 // TestAParkedReplyIsSentAgainFromTheCommandLine: the relay refuses the owner's address for
 // good, so the reply is parked, not lost; the operator sees it with `mail replies`, and once
-// the relay takes it again `mail replies retry all` sends it, once.
+// the relay takes it again `mail replies retry all` sends it, once. status counts it meanwhile.
 func TestAParkedReplyIsSentAgainFromTheCommandLine(t *testing.T) {
 	t.Parallel()
 	m := newMailSetup(t)
@@ -33,6 +33,9 @@ func TestAParkedReplyIsSentAgainFromTheCommandLine(t *testing.T) {
 	if out := m.c.cli(t, "mail", "replies", "--server", m.c.api); !strings.Contains(out, "Re: Our homepage") {
 		t.Fatalf("the list does not show the reply:\n%s", out)
 	}
+	if out := m.c.cli(t, "status", "--server", m.c.api); !strings.Contains(out, "PARKED REPLIES: 1 could not be sent") {
+		t.Fatalf("status does not say a reply is parked:\n%s", out)
+	}
 
 	m.sink.refuse.Store(false)
 	m.c.cli(t, "mail", "replies", "retry", "all", "--server", m.c.api)
@@ -42,6 +45,12 @@ func TestAParkedReplyIsSentAgainFromTheCommandLine(t *testing.T) {
 	}
 	if left := m.parkedReplies(t); len(left) != 0 {
 		t.Fatalf("still parked after the retry: %v", left)
+	}
+	var st struct {
+		ParkedReplies *int `json:"parkedReplies"`
+	}
+	if err := json.Unmarshal([]byte(m.c.cli(t, "status", "--server", m.c.api, "--json")), &st); err != nil || st.ParkedReplies != nil {
+		t.Fatalf("status after the retry: parked %v, %v; want none", st.ParkedReplies, err)
 	}
 	m.c.fails(t, "no such parked reply", "mail", "replies", "drop", p["id"].(string), "--server", m.c.api)
 	if got := m.sink.received(t, 2, time.Second); len(got) != 1 {

@@ -65,6 +65,9 @@ func printStatus(out io.Writer, st api.Status) {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", m.ID, dash(m.From), ago(m.ReceivedAt), firstLineOf(m.Subject, 40))
 		}
 	}
+	if st.ParkedReplies > 0 {
+		fmt.Fprintf(w, "\nPARKED REPLIES: %d could not be sent; see webordinary mail replies\t\t\t\t\t\n", st.ParkedReplies)
+	}
 	fmt.Fprintf(w, "\nRECENT JOBS (%d)\t%s\tTENANT\tTOOK\tACCEPTED\tINSTRUCTION\n", len(st.Jobs), paint("01", "STATE")) // same escape length as the states
 	for _, j := range st.Jobs {
 		took := "-"

@@ -17,6 +17,8 @@ type MailReplies interface {
 	Retry(ctx context.Context, id string) error
 	// Drop removes one for good.
 	Drop(ctx context.Context, id string) error
+	// ParkedCount is how many there are, without reading them (for GET /api/status).
+	ParkedCount() int
 }
 
 // replyRoutes:

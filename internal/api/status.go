@@ -23,6 +23,8 @@ type Status struct {
 	// HeldMail are the messages held over a sender's limit (see GET /api/mail/held); absent
 	// without an SMTP listener.
 	HeldMail []intake.Quarantined `json:"heldMail,omitempty"`
+	// ParkedReplies is how many replies could not be sent (see GET /api/mail/replies).
+	ParkedReplies int `json:"parkedReplies,omitempty"`
 }
 
 // LeaseStatus is one live lease.
@@ -84,6 +86,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st, err := ReadStatus(r.Context(), s.Backend, 20, s.LocalWorkers)
 	if err == nil && s.Held != nil {
 		st.HeldMail, err = s.Held.List()
+	}
+	if s.Replies != nil {
+		st.ParkedReplies = s.Replies.ParkedCount()
 	}
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())

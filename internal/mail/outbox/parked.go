@@ -97,6 +97,11 @@ func (o *Outbox) ParkedReplies(ctx context.Context) ([]Parked, error) {
 	return out, nil
 }
 
+// ParkedCount is how many replies are parked, as this outbox last counted them (at start,
+// at each park, retry and drop, and at each read of a shared engine's queue): cheap enough
+// for a status read.
+func (o *Outbox) ParkedCount() int { return o.Stats().Failed }
+
 // Retry queues the parked reply id again with its attempts counted afresh, to be sent now.
 // ErrNotParked when there is none.
 func (o *Outbox) Retry(ctx context.Context, id string) error {
