@@ -4,7 +4,7 @@
 //	POST /api/jobs                 {"project","user","thread","instruction"} → 202 job record
 //	GET  /api/jobs/{id}[?wait=30s] job record; with wait, returns when final or at the timeout
 //	POST /api/jobs/{id}/interrupt  ask the owner to stop the job
-//	GET  /api/status               leases, pending per tenant, workers, recent jobs
+//	GET  /api/status               leases, pending per tenant, workers, recent jobs, held mail, parked replies
 //	POST /api/tenants/{p}/{u}/claim    request a claim for the tenant now
 //	POST /api/tenants/{p}/{u}/release  ask its owner to release it; ?force=1 takes its lease at once
 //	POST /api/mail/inspect         raw message → the mail router's report (422 over the parse budget)

@@ -112,16 +112,38 @@ func TestTooLargeJobIsRefusedNotLost(t *testing.T) {
 	})
 }
 
+// resultRouter is a router on b (not yet running) whose results arrive on the channel.
+func resultRouter(t *testing.T, b *broker.Backend) (*router.Router, <-chan broker.Result) {
+	t.Helper()
+	got := make(chan broker.Result, 1)
+	r, err := router.New(router.Config{Backend: b, OnResult: func(_ context.Context, res broker.Result) error {
+		got <- res
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, got
+}
+
+// waitResult returns the result the router acted on, failing after a minute without one.
+func waitResult(t *testing.T, got <-chan broker.Result) broker.Result {
+	t.Helper()
+	select {
+	case res := <-got:
+		return res
+	case <-time.After(time.Minute):
+		t.Fatal("the router acted on no result within a minute")
+		return broker.Result{}
+	}
+}
+
 // TestLostRecordIsRebuiltFromItsResult: job records persist asynchronously; a record lost with
 // an engine crash comes back from the fsync'd result.
 func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
-		got := make(chan broker.Result, 1)
-		r, _ := router.New(router.Config{Backend: b, OnResult: func(_ context.Context, res broker.Result) error {
-			got <- res
-			return nil
-		}})
+		r, got := resultRouter(t, b)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() { _ = r.Run(ctx) }()
@@ -130,7 +152,7 @@ func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
 		if err := b.Results.Publish(ctx, broker.Result{JobID: job.ID, Tenant: tn, State: broker.StateDone, Job: &job}); err != nil {
 			t.Fatal(err)
 		}
-		<-got
+		waitResult(t, got)
 		rec, err := b.Jobs.Get(ctx, job.ID)
 		if err != nil || rec.State != broker.StateDone || jobspec.Of(rec.Job).From != "alice@example.com" {
 			t.Fatalf("rebuilt record %+v, %v", rec, err)
@@ -145,11 +167,7 @@ func TestLostRecordIsRebuiltFromItsResult(t *testing.T) {
 func TestAResultActsOnItsFinalRecord(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
-		got := make(chan broker.Result, 1)
-		r, _ := router.New(router.Config{Backend: b, OnResult: func(_ context.Context, res broker.Result) error {
-			got <- res
-			return nil
-		}})
+		r, got := resultRouter(t, b)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		tn := tenant.ID{Project: "site", User: "alice"}
@@ -165,7 +183,7 @@ func TestAResultActsOnItsFinalRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		go func() { _ = r.Run(ctx) }()
-		res := <-got
+		res := waitResult(t, got)
 		if res.Worker != "worker-b" || res.State != broker.StateDone || res.LeaseToken != 2 {
 			t.Fatalf("expected the final record's result (worker-b, done, token 2), got %+v", res)
 		}
