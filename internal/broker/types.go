@@ -163,6 +163,48 @@ func JobIDAt(t time.Time, key string) string {
 	return fmt.Sprintf("j%016x%08x", uint64(t.UnixNano()), binary.BigEndian.Uint32(sum[:4]))
 }
 
+// A job id of the current form ends in its tenant's group (JobGroup): four hex digits of a
+// hash of the tenant, so that a store can keep a tenant's records together and still find a
+// record by its id alone. Ids of the older form (no group) stay valid.
+
+// JobGroup is the group t's job ids end in.
+func JobGroup(t tenant.ID) string {
+	sum := sha256.Sum256([]byte(t.String()))
+	return fmt.Sprintf("%04x", binary.BigEndian.Uint16(sum[:2]))
+}
+
+// JobIDFor returns id (of either form) as an id of t's: id with t's group appended when it has
+// none, id itself when it ends in t's group, and an error when it is no job id or ends in
+// another tenant's group. The same id and tenant always give the same result.
+func JobIDFor(id string, t tenant.ID) (string, error) {
+	switch g, ok := JobGroupOf(id); {
+	case !ok && len(id) == len("j")+24 && isJobHex(id[1:]) && id[0] == 'j':
+		return id + JobGroup(t), nil
+	case !ok:
+		return "", fmt.Errorf("job id %q is not of the form j + 24 or 28 hex digits", id)
+	case g != JobGroup(t):
+		return "", fmt.Errorf("job id %q is of another tenant than %s", id, t)
+	}
+	return id, nil
+}
+
+// JobGroupOf returns the group id ends in; false for an id of the older form or no job id.
+func JobGroupOf(id string) (string, bool) {
+	if len(id) != len("j")+28 || id[0] != 'j' || !isJobHex(id[1:]) {
+		return "", false
+	}
+	return id[len(id)-4:], true
+}
+
+func isJobHex(s string) bool {
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // NewJobID returns an id that sorts by creation time: "j" + 16 hex digits of nanoseconds
 // (strictly increasing within this process) + 8 random hex digits.
 func NewJobID() string {

@@ -16,7 +16,7 @@ import (
 // errBadRequest marks an action request that names nothing valid.
 var errBadRequest = errors.New("bad request")
 
-var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}$`)
+var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}(?:[0-9a-f]{4})?$`)
 
 // actionTimeout bounds one action's calls to the backend.
 const actionTimeout = 15 * time.Second

@@ -132,7 +132,7 @@ func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) {
 // jobOr404 loads the job or answers with the reason it cannot be shown.
 func (d *Dashboard) jobOr404(w http.ResponseWriter, r *http.Request, id string) (jobData, error) {
 	if !jobIDPattern.MatchString(id) {
-		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("%q is not a job id (j followed by 24 hex digits).", id))
+		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("%q is not a job id (j followed by 28 hex digits, or 24 for older jobs).", id))
 		return jobData{}, broker.ErrNotFound
 	}
 	j, err := d.loadJob(r.Context(), id)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,8 +131,6 @@ type Request struct {
 	Forward string `json:"forward,omitempty"`
 }
 
-var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}$`)
-
 func (req Request) job() (broker.Job, error) {
 	t, err := tenant.New(req.Project, req.User)
 	if err != nil {
@@ -156,8 +153,10 @@ func (req Request) job() (broker.Job, error) {
 	id := req.JobID
 	if id == "" {
 		id = broker.NewJobID()
-	} else if !jobIDPattern.MatchString(id) {
-		return broker.Job{}, fmt.Errorf("%w: job id %q is not of the form j + 24 hex digits", ErrInvalid, id)
+	}
+	id, err = broker.JobIDFor(id, t)
+	if err != nil {
+		return broker.Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	spec := jobspec.Spec{Instruction: req.Instruction, RepoURL: req.RepoURL, From: req.From, Subject: req.Subject,
 		Attachments: req.Attachments, MessageID: req.MessageID, References: req.References, Action: req.Action,
@@ -194,6 +193,11 @@ func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, err
 	}
 	if req.JobID == "" {
 		return r.submitNew(ctx, job)
+	}
+	if job.ID != req.JobID { // an id of the older form: the job may be recorded under it already
+		if old, err := r.b.Jobs.Get(ctx, req.JobID); err == nil && old.Job.Tenant == job.Tenant {
+			return r.resubmit(ctx, old.Job)
+		}
 	}
 	rec := broker.QueuedRecord(job)
 	err = r.b.Jobs.Create(ctx, rec)

@@ -79,15 +79,50 @@ func TestSubmitWithJobIDIsIdempotent(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
 		r, _ := router.New(router.Config{Backend: b})
-		id := broker.JobIDAt(time.Now(), "<m1@example.com>")
-		req := router.Request{JobID: id, Project: "site", User: "alice", Instruction: "x"}
-		for range 3 {
+		alice := tenant.ID{Project: "site", User: "alice"}
+		given := broker.JobIDAt(time.Now(), "<m1@example.com>")
+		id, err := broker.JobIDFor(given, alice)
+		if err != nil || id == given {
+			t.Fatalf("the id in alice's group: %s, %v", id, err)
+		}
+		req := router.Request{JobID: given, Project: "site", User: "alice", Instruction: "x"}
+		for _, req := range []router.Request{req, req, {JobID: id, Project: "site", User: "alice", Instruction: "x"}} {
 			rec, err := r.Submit(context.Background(), req)
 			if err != nil || rec.Job.ID != id {
-				t.Fatalf("submit: %v %s", err, rec.Job.ID)
+				t.Fatalf("submit: %v %s; want %s", err, rec.Job.ID, id)
 			}
 		}
-		if n, _ := b.Inbox.Pending(context.Background(), tenant.ID{Project: "site", User: "alice"}); n != 1 {
+		if n, _ := b.Inbox.Pending(context.Background(), alice); n != 1 {
+			t.Fatalf("%d jobs queued; want 1", n)
+		}
+		_, err = r.Submit(context.Background(), router.Request{JobID: id, Project: "site", User: "bob", Instruction: "x"})
+		if !errors.Is(err, router.ErrInvalid) && broker.JobGroup(alice) != broker.JobGroup(tenant.ID{Project: "site", User: "bob"}) {
+			t.Errorf("alice's job id submitted for bob: %v; want ErrInvalid", err)
+		}
+	})
+}
+
+// TestAJobAcceptedUnderAnOlderIDIsRecognized: a job recorded and queued under an id of the
+// older form (no tenant group: accepted before an upgrade) and submitted again with that id
+// (a mail delivered again after the restart) is the same job, not a second one.
+func TestAJobAcceptedUnderAnOlderIDIsRecognized(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
+		ctx := context.Background()
+		r, _ := router.New(router.Config{Backend: b})
+		alice := tenant.ID{Project: "site", User: "alice"}
+		old := broker.Job{ID: broker.JobIDAt(time.Now(), "<m1@example.com>"), Tenant: alice, Thread: "t1", AcceptedAt: time.Now()}
+		if err := b.Jobs.Create(ctx, broker.QueuedRecord(old)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Inbox.Publish(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := r.Submit(ctx, router.Request{JobID: old.ID, Project: "site", User: "alice", Instruction: "x"})
+		if err != nil || rec.Job.ID != old.ID {
+			t.Fatalf("submit again: %v %s; want the job accepted under %s", err, rec.Job.ID, old.ID)
+		}
+		if n, _ := b.Inbox.Pending(ctx, alice); n != 1 {
 			t.Fatalf("%d jobs queued; want 1", n)
 		}
 	})
