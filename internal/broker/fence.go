@@ -25,12 +25,11 @@ import (
 // lease merely ran out or was released. What each backend conditions in the store:
 //   - UpdateJob: the record's token inside the record's compare-and-set, everywhere; the lease
 //     too on mem (one lock) and awsq (a DynamoDB transaction: a condition check on the lease
-//     item beside the record's put); natsjs reads the lease before each attempt (a publish
-//     carries one last-sequence condition, on one subject filter: the record's
-//     compare-and-set takes it, and a filter covering the record and the tenant's fence key
-//     would need records keyed by tenant, which a read by job id does not know; JetStream's
-//     atomic batch, which could add the fence key's condition, is refused by the records'
-//     async-persisted stream).
+//     item beside the record's put); natsjs for the records of job ids that end in their
+//     tenant's group (JobGroup; the router makes every id so): the record and the tenant's
+//     fence key share a subject prefix, and one last-sequence condition on that prefix is
+//     both the record's compare-and-set and the fence. A record of an id of the older form
+//     is read-fenced (ErrUnfenced).
 //   - PublishResult: mem (one lock); natsjs (the result is published on the condition that
 //     the tenant's fence key in the results stream is still the one the holder's acquisition
 //     wrote: Leases.Acquire rewrites it); awsq (a transaction: the lease condition beside a
@@ -59,8 +58,14 @@ type Fence struct {
 type FencedJobs interface {
 	// UpdateFenced is Update storing fn's record only while t's live lease carries token, as
 	// one atomic step with the compare-and-set; ErrLeaseLost otherwise, and nothing stored.
+	// A store that cannot fence some records (natsjs: those of job ids of the older form)
+	// returns ErrUnfenced for them before calling fn, and Fence then reads the lease before
+	// each attempt of a plain Update.
 	UpdateFenced(ctx context.Context, id string, t tenant.ID, token uint64, fn func(*JobRecord) error) (JobRecord, error)
 }
+
+// ErrUnfenced is FencedJobs.UpdateFenced's answer for a record its store cannot fence.
+var ErrUnfenced = errors.New("the store cannot fence this record")
 
 // FencedResults is an optional capability of Results: a publish conditioned on the tenant's
 // lease in the store itself.
@@ -109,26 +114,30 @@ func (f *Fence) Check(ctx context.Context) error {
 // the holder's and the record carries no newer token; it stores the holder's token in the
 // record. A refusal returns ErrLeaseLost and stores nothing.
 func (f *Fence) UpdateJob(ctx context.Context, id string, fn func(*JobRecord) error) (JobRecord, error) {
-	fj, native := f.b.Jobs.(FencedJobs)
-	update := func(r *JobRecord) error {
-		if r.LeaseToken > f.token {
-			return fmt.Errorf("job %s was written under token %d, after %d: %w", id, r.LeaseToken, f.token, ErrLeaseLost)
-		}
-		if !native {
-			if err := f.Check(ctx); err != nil {
+	update := func(readLease bool) func(r *JobRecord) error {
+		return func(r *JobRecord) error {
+			if r.LeaseToken > f.token {
+				return fmt.Errorf("job %s was written under token %d, after %d: %w", id, r.LeaseToken, f.token, ErrLeaseLost)
+			}
+			if readLease {
+				if err := f.Check(ctx); err != nil {
+					return err
+				}
+			}
+			if err := fn(r); err != nil {
 				return err
 			}
+			r.LeaseToken = f.token
+			return nil
 		}
-		if err := fn(r); err != nil {
-			return err
+	}
+	if fj, ok := f.b.Jobs.(FencedJobs); ok {
+		rec, err := fj.UpdateFenced(ctx, id, f.tenant, f.token, update(false))
+		if !errors.Is(err, ErrUnfenced) {
+			return rec, err
 		}
-		r.LeaseToken = f.token
-		return nil
 	}
-	if native {
-		return fj.UpdateFenced(ctx, id, f.tenant, f.token, update)
-	}
-	return f.b.Jobs.Update(ctx, id, update)
+	return f.b.Jobs.Update(ctx, id, update(true))
 }
 
 // PublishResult is Results.Publish for the lease holder: refused with ErrLeaseLost once the

@@ -449,9 +449,10 @@ func TestLeaseLossStopsJob(t *testing.T) {
 }
 
 // TestAStaleOwnersWritesAreRefused: an owner paused past its lease (its heartbeat has not run
-// yet, so it does not know) finishes its job after the lease is gone. Its record write, result
-// and ack are refused by the store: the job is not recorded as its run, and the next owner
-// runs it again.
+// yet, so it does not know) finishes its job after the lease is gone and another worker has
+// held the tenant meanwhile. Its record write, result and ack are refused by the store (on
+// natsjs by the fence keys that other worker's acquisition raised): the job is not recorded as
+// its run, and the next owner runs it again.
 func TestAStaleOwnersWritesAreRefused(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, f *fixture) {
@@ -469,6 +470,13 @@ func TestAStaleOwnersWritesAreRefused(t *testing.T) {
 		rec := f.submit("site", "alice", "x")
 		<-running
 		stealLease(t, f, rec.Job.Tenant)
+		other, err := f.b.Leases.Acquire(f.ctx, rec.Job.Tenant, "another-worker", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.b.Leases.Release(f.ctx, other); err != nil {
+			t.Fatal(err)
+		}
 		close(resume)
 		got := f.wait(rec.Job.ID, 30*time.Second)
 		if got.State != broker.StateDone || got.Result == nil || got.Result.Summary != "fresh" || runs.Load() != 2 {

@@ -23,13 +23,22 @@ var (
 // whole.
 func newJob(t tenant.ID, n int) broker.Job {
 	return broker.Job{
-		ID:         broker.NewJobID(),
+		ID:         jobIDOf(t),
 		Tenant:     t,
 		Thread:     "thread-1",
 		AcceptedAt: time.Now().UTC(),
 		Payload:    payloadOf(fmt.Sprintf("job %d for %s", n, t)),
 		Bulk:       json.RawMessage(fmt.Sprintf(`["/9j/%02x=="]`, n%64)),
 	}
+}
+
+// jobIDOf returns a new job id of t's (in t's group, as the router makes them).
+func jobIDOf(t tenant.ID) string {
+	id, err := broker.JobIDFor(broker.NewJobID(), t)
+	if err != nil {
+		panic(err)
+	}
+	return id
 }
 
 // testPayload is the payload of the suite's jobs: a label that names the job in failures.
@@ -58,7 +67,7 @@ func newRecord(t tenant.ID, n int) broker.JobRecord {
 // newResult returns a done result for a job of t.
 func newResult(t tenant.ID, n int) broker.Result {
 	return broker.Result{
-		JobID:      broker.NewJobID(),
+		JobID:      jobIDOf(t),
 		Tenant:     t,
 		Thread:     "thread-1",
 		State:      broker.StateDone,

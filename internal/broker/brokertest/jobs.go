@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
 )
@@ -20,6 +21,7 @@ func jobContracts() []contract {
 		{"RecentNewestFirst", testJobsRecent},
 		{"RecentDespiteManyUpdates", testJobsRecentAfterUpdates},
 		{"WaitForFinalState", testJobsWait},
+		{"OlderIDForm", testJobsOlderIDForm},
 	}
 }
 
@@ -225,5 +227,38 @@ func expectRecord(t *testing.T, ctx context.Context, jobs broker.Jobs, want brok
 	fatalIfErr(t, err, "get "+want.Job.ID)
 	if !sameRecord(got, want) {
 		t.Errorf("expected record %+v, got %+v", want, got)
+	}
+}
+
+// testJobsOlderIDForm: a record of a job id of the older form (no tenant group, as accepted
+// before ids carried one) is created, read, updated by its lease holder's fenced write,
+// waited for and listed like any other; ids that name no record are not found.
+func testJobsOlderIDForm(t *testing.T, h Harness) {
+	ctx, b := h.setup(t)
+	rec := newRecord(tenantA, 1)
+	rec.Job.ID = broker.NewJobID()
+	if _, grouped := broker.JobGroupOf(rec.Job.ID); grouped {
+		t.Fatalf("expected %s of the older form", rec.Job.ID)
+	}
+	fatalIfErr(t, b.Jobs.Create(ctx, rec), "create")
+	expectRecord(t, ctx, b.Jobs, rec)
+	l := mustAcquire(t, ctx, b.Leases, tenantA, "worker-a", longTTL)
+	got, err := broker.NewFence(b, l).UpdateJob(ctx, rec.Job.ID, markDone("worker-a", l.Token))
+	fatalIfErr(t, err, "the holder's write")
+	if got.State != broker.StateDone || got.LeaseToken != l.Token {
+		t.Errorf("expected the holder's write stored, got %+v", got)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = b.Jobs.Wait(wctx, rec.Job.ID, func(r broker.JobRecord) bool { return r.State.Final() })
+	fatalIfErr(t, err, "wait for the final record")
+	recent, err := b.Jobs.Recent(ctx, 10)
+	fatalIfErr(t, err, "recent")
+	if len(recent) != 1 || recent[0].Job.ID != rec.Job.ID {
+		t.Errorf("expected the record listed, got %d records", len(recent))
+	}
+	for _, id := range []string{"_fence", "a.b", "j*", rec.Job.ID + "0000"} {
+		_, err := b.Jobs.Get(ctx, id)
+		expectErr(t, err, broker.ErrNotFound, "get "+id)
 	}
 }

@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,7 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 	for i := range 9 {
 		run(members[i%3], members[(i+1)%3], fmt.Sprintf("fresh%d", i))
 	}
+	fencedRecordsAcross(t, ctx, members[0], members[1])
 	if err := members[0].Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +112,41 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 	t.Cleanup(func() { _ = back.Close() })
 	if err := tryOnce(ctx, back, members[1]); err != nil {
 		t.Fatalf("a job through the member that came back: %v", err)
+	}
+}
+
+// fencedRecordsAcross: on replicated streams (whose fenced record writes read from the
+// leader), a holder's record write through one member passes, and once a newer owner
+// acquired the tenant through another, the older holder's next write is refused by the
+// store, while the newer owner's passes.
+func fencedRecordsAcross(t *testing.T, ctx context.Context, one, other *broker.Backend) {
+	t.Helper()
+	tn := tenant.ID{Project: "p", User: "fenced"}
+	id, err := broker.JobIDFor(broker.NewJobID(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: tn})); err != nil {
+		t.Fatal(err)
+	}
+	a, err := other.Leases.Acquire(ctx, tn, "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(s broker.State) func(*broker.JobRecord) error {
+		return func(r *broker.JobRecord) error { r.State = s; return nil }
+	}
+	fa := broker.NewFence(other, a)
+	if _, err := fa.UpdateJob(ctx, id, mark(broker.StateRunning)); err != nil {
+		t.Fatalf("the holder's write: %v", err)
+	}
+	b := natsjs.AcquireOnceExpired(t, ctx, one, tn)
+	if _, err := fa.UpdateJob(ctx, id, mark(broker.StateDone)); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("the older holder's write after a newer acquisition: %v; want ErrLeaseLost", err)
+	}
+	rec, err := broker.NewFence(one, b).UpdateJob(ctx, id, mark(broker.StateDone))
+	if err != nil || rec.LeaseToken != b.Token {
+		t.Fatalf("the newer owner's write: %+v, %v", rec, err)
 	}
 }
 

@@ -18,8 +18,6 @@ func TestConformance(t *testing.T) {
 		ExpiryLag:   300 * time.Millisecond,
 		// natsjstest sets ClaimAckWait to 2s.
 		ClaimRedelivery: 2 * time.Second,
-		// A record write's one store condition is its compare-and-set (see broker.Fence).
-		ReadFenced: brokertest.RecordWrites,
 		NewPeers: func(t *testing.T) (*broker.Backend, *broker.Backend) {
 			env := natsjstest.Start(t, natsjstest.Options{})
 			_, other := natsjstest.Connect(t, env)

@@ -8,3 +8,6 @@ func RaftTiming() (inForce, cluster [3]time.Duration) {
 	return [3]time.Duration{raftMinElection, raftMaxElection, raftHeartbeat},
 		[3]time.Duration{clusterMinElection, clusterMaxElection, clusterHeartbeat}
 }
+
+// AcquireOnceExpired acquires tn for "b" once its current lease has run out.
+var AcquireOnceExpired = acquireOnceExpired

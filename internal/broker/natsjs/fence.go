@@ -2,11 +2,13 @@ package natsjs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -54,8 +56,11 @@ func settleFences(a *adapter) *fences {
 	}}
 }
 
-// jobsFenceSubject is t's fence key in the job records' stream; no job id starts with '_'.
-func jobsFenceSubject(t tenant.ID) string { return "$KV." + bucketJobs + "._fence." + t.Subject() }
+// jobsFenceSubject is t's fence key in the job records' stream, under the prefix of t's
+// group of records (see recordKey); no job id starts with '_'.
+func jobsFenceSubject(t tenant.ID) string {
+	return "$KV." + bucketJobs + "." + broker.JobGroup(t) + "._fence." + t.Subject()
+}
 
 // mark returns t's fence key carrying token: the one remembered, unless reread, else read,
 // and raised to token when it carries an older one. ErrLeaseLost when it carries a newer one.
@@ -85,21 +90,79 @@ func (f *fences) mark(ctx context.Context, t tenant.ID, token uint64, reread boo
 // maxFenceTries bounds mark's compare-and-set attempts.
 const maxFenceTries = 5
 
-// read gets t's fence key from its stream.
+// read gets t's fence key from its stream (see lastMsg).
 func (f *fences) read(ctx context.Context, t tenant.ID) (fenceMark, error) {
 	stream, subject := f.at(t)
-	m, err := stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fenceMark{}, nil
-	}
+	m, err := f.a.lastMsg(ctx, stream, subject)
 	if err != nil {
 		return fenceMark{}, ctxErr(ctx, fmt.Errorf("natsjs: read the fence of %s: %w", t, err))
 	}
-	token, err := strconv.ParseUint(string(m.Data), 10, 64)
+	if m.seq == 0 {
+		return fenceMark{}, nil
+	}
+	token, err := strconv.ParseUint(string(m.data), 10, 64)
 	if err != nil {
 		return fenceMark{}, fmt.Errorf("natsjs: the fence of %s: %w", t, err)
 	}
-	return fenceMark{token: token, seq: m.Sequence}, nil
+	return fenceMark{token: token, seq: m.seq}, nil
+}
+
+// lastMessage is a subject's last message in a stream: its sequence (0: none), data, and
+// whether it is a key's delete or purge marker.
+type lastMessage struct {
+	seq     uint64
+	data    []byte
+	deleted bool
+}
+
+// lastMsg reads the last message of subj (a filter may have wildcards) in s. On one replica
+// it is a direct get; on more, a request to the stream's leader, since a direct get may be
+// answered by a follower that is behind: a fence key or record older than the stream's view
+// that a fenced write is conditioned on.
+func (a *adapter) lastMsg(ctx context.Context, s jetstream.Stream, subj string) (lastMessage, error) {
+	cfg := s.CachedInfo().Config
+	if cfg.Replicas <= 1 {
+		m, err := s.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return lastMessage{}, nil
+		}
+		if err != nil {
+			return lastMessage{}, err
+		}
+		return lastMessage{seq: m.Sequence, data: m.Data, deleted: m.Header.Get("KV-Operation") != ""}, nil
+	}
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subj})
+	resp, err := a.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+cfg.Name, req)
+	if err != nil {
+		return lastMessage{}, err
+	}
+	var r struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	switch err := json.Unmarshal(resp.Data, &r); {
+	case err != nil:
+		return lastMessage{}, fmt.Errorf("get the last message of %s from %s: %w", subj, cfg.Name, err)
+	case r.Error != nil && r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return lastMessage{}, nil
+	case r.Error != nil:
+		return lastMessage{}, r.Error
+	case r.Message == nil:
+		return lastMessage{}, fmt.Errorf("get the last message of %s from %s: an empty answer", subj, cfg.Name)
+	}
+	m := lastMessage{seq: r.Message.Seq, data: r.Message.Data}
+	if len(r.Message.Hdrs) > 0 {
+		h, err := nats.DecodeHeadersMsg(r.Message.Hdrs)
+		if err != nil {
+			return lastMessage{}, fmt.Errorf("get the last message of %s from %s: %w", subj, cfg.Name, err)
+		}
+		m.deleted = h.Get("KV-Operation") != ""
+	}
+	return m, nil
 }
 
 // raise writes token to t's fence key if it is still at seq; broker.ErrConflict when it is not.

@@ -18,6 +18,7 @@ import (
 type jobs struct {
 	kv jetstream.KeyValue
 	s  jetstream.Stream
+	a  *adapter // for fenced writes: the connection and the tenants' fence keys (a.settles)
 
 	// written holds this client's last write of each record it updated (bounded), so the
 	// next Update of it (a worker's final state after its running mark) can skip the read:
@@ -28,6 +29,8 @@ type jobs struct {
 	// the job of: the publish tells the worker (createdHeader), which then marks the job
 	// running without reading the record first.
 	created map[string]uint64
+	// fenced holds this client's last fenced write of each record (bounded): UpdateFenced.
+	fenced map[string]fencedWrite
 }
 
 // createdHeader on a job's message is the revision at which its record was created (as
@@ -102,7 +105,10 @@ func (j *jobs) Create(ctx context.Context, rec broker.JobRecord) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: encode job record %s: %w", rec.Job.ID, err)
 	}
-	rev, err := j.kv.Create(ctx, rec.Job.ID, data)
+	if !validID(rec.Job.ID) {
+		return fmt.Errorf("natsjs: create record: %q is no job id", rec.Job.ID)
+	}
+	rev, err := j.kv.Create(ctx, recordKey(rec.Job.ID), data)
 	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
 		return broker.ErrExists
 	}
@@ -120,10 +126,10 @@ func (j *jobs) Get(ctx context.Context, id string) (broker.JobRecord, error) {
 }
 
 func (j *jobs) get(ctx context.Context, id string) (broker.JobRecord, uint64, error) {
-	if strings.HasPrefix(id, "_") { // the tenants' fence keys and settle marks, not records
+	if !validID(id) {
 		return broker.JobRecord{}, 0, broker.ErrNotFound
 	}
-	e, err := j.kv.Get(ctx, id)
+	e, err := j.kv.Get(ctx, recordKey(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) || errors.Is(err, jetstream.ErrInvalidKey) {
 		return broker.JobRecord{}, 0, broker.ErrNotFound
 	}
@@ -159,13 +165,13 @@ func (j *jobs) LastWritten(id string) (broker.JobRecord, uint64, bool) {
 }
 
 // WriteRecord updates the key at revision rev and remembers the write (forgets it on failure).
-// The records' stream cannot condition a write on a lease: h is never given (no FencedJobs).
+// h is never given: fenced writes take UpdateFenced's own path.
 func (j *jobs) WriteRecord(ctx context.Context, id string, rec broker.JobRecord, rev uint64, _ *broker.Holder) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("natsjs: encode job record %s: %w", id, err)
 	}
-	rev, err = j.kv.Update(ctx, id, data, rev)
+	rev, err = j.kv.Update(ctx, recordKey(id), data, rev)
 	j.remember(id, writtenRecord{data: data, rev: rev}, err == nil)
 	if isWrongLastSeq(err) {
 		return broker.ErrConflict
@@ -247,7 +253,11 @@ func splitRange(start, last, n uint64) [][2]uint64 {
 }
 
 func (j *jobs) Wait(ctx context.Context, id string, until func(broker.JobRecord) bool) (broker.JobRecord, error) {
-	w, err := j.kv.Watch(ctx, id)
+	if !validID(id) {
+		<-ctx.Done()
+		return broker.JobRecord{}, ctx.Err()
+	}
+	w, err := j.kv.Watch(ctx, recordKey(id))
 	if err != nil {
 		return broker.JobRecord{}, ctxErr(ctx, wrap("watch record for", id, err))
 	}

@@ -99,7 +99,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 	}
 	cl := newClaims(a)
 	rs := newResults(a)
-	jb := &jobs{kv: a.jobs, s: a.jobsStream}
+	jb := &jobs{kv: a.jobs, s: a.jobsStream, a: a}
 	return &broker.Backend{
 		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,

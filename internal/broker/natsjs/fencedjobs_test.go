@@ -1,0 +1,137 @@
+package natsjs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/webordinary/webordinary/internal/broker"
+	"github.com/webordinary/webordinary/internal/tenant"
+)
+
+// tenantsOfOneGroup returns two tenants whose job ids end in the same group.
+func tenantsOfOneGroup() (tenant.ID, tenant.ID) {
+	seen := map[string]tenant.ID{}
+	for i := 0; ; i++ {
+		tn := mustTenant("p", fmt.Sprintf("u%d", i))
+		if other, ok := seen[broker.JobGroup(tn)]; ok {
+			return other, tn
+		}
+		seen[broker.JobGroup(tn)] = tn
+	}
+}
+
+func newJobIDOf(t *testing.T, tn tenant.ID) string {
+	t.Helper()
+	id, err := broker.JobIDFor(broker.NewJobID(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func countAttempt(r *broker.JobRecord) error { r.Attempts++; return nil }
+
+// TestTenantsOfOneGroupAreFencedApart: two tenants whose records share a group (and so the
+// subject prefix a fenced write is conditioned on) each keep their own fence. While the other
+// tenant's records are created and updated and it is acquired again and again, every fenced
+// write of this tenant's holder is stored exactly once (a lost race reads again), and none is
+// refused for the other's acquisitions.
+func TestTenantsOfOneGroupAreFencedApart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{InboxShards: 1})
+	one, two := tenantsOfOneGroup()
+	id := newJobIDOf(t, one)
+	if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: one})); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Leases.Acquire(ctx, one, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := broker.NewFence(b, l)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var otherErr error
+	var rounds atomic.Int64
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			other := newJobIDOf(t, two)
+			err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: other, Tenant: two}))
+			if err == nil {
+				_, err = b.Jobs.Update(ctx, other, countAttempt)
+			}
+			if err == nil {
+				var l2 broker.Lease
+				if l2, err = b.Leases.Acquire(ctx, two, "b", time.Minute); err == nil {
+					err = b.Leases.Release(ctx, l2)
+				}
+			}
+			if err != nil {
+				otherErr = err
+				return
+			}
+			rounds.Add(1)
+		}
+	})
+	writes := 0
+	for ; writes < 50 || rounds.Load() < 50; writes++ {
+		if _, err := f.UpdateJob(ctx, id, countAttempt); err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("write %d of the holder of %s beside %s's: %v", writes, one, two, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if otherErr != nil {
+		t.Fatal(otherErr)
+	}
+	rec, err := b.Jobs.Get(ctx, id)
+	if err != nil || rec.Attempts != writes || rec.LeaseToken != l.Token {
+		t.Fatalf("record %+v, %v; want %d attempts under token %d", rec, err, writes, l.Token)
+	}
+}
+
+// TestAHoldersNextWriteReadsNothing: after its fenced write of a record, the holder's next
+// write of it (a job's final state after its running mark) is one publish and no read, when
+// no one wrote in the group since.
+func TestAHoldersNextWriteReadsNothing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc := testConn(t, testServer(t))
+	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	id := newJobIDOf(t, tn)
+	if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: tn})); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Leases.Acquire(ctx, tn, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := broker.NewFence(b, l)
+	before := nc.Stats().OutMsgs
+	if _, err := f.UpdateJob(ctx, id, countAttempt); err != nil {
+		t.Fatal(err)
+	}
+	first := nc.Stats().OutMsgs - before
+	before = nc.Stats().OutMsgs
+	if _, err := f.UpdateJob(ctx, id, countAttempt); err != nil {
+		t.Fatal(err)
+	}
+	if sent := nc.Stats().OutMsgs - before; sent != 1 {
+		t.Errorf("the second write sent %d messages (the first %d); want 1, the publish", sent, first)
+	}
+}
