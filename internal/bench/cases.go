@@ -178,14 +178,18 @@ func throughputOnce(ctx context.Context, cfg Config, tenants, jobs int, drain bo
 		}
 		submitted = time.Since(start)
 	}
+	// A drain starts with the pools, and may end before they are both up.
+	busy := cpuBusy()
+	claimsBefore := counter("webordinary_claims_total", "acquired")
+	jobsBefore := counter("webordinary_jobs_total", "")
 	stop, here, err := startTwo(ctx, cfg, r)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	claimsBefore := counter("webordinary_claims_total", "acquired")
-	jobsBefore := counter("webordinary_jobs_total", "")
-	busy := cpuBusy()
+	if !drain {
+		busy = cpuBusy()
+	}
 	start := time.Now()
 	if !drain {
 		if err := submitAll(ctx, r, tenants, jobs); err != nil {

@@ -177,15 +177,35 @@ func JobGroup(t tenant.ID) string {
 // none, id itself when it ends in t's group, and an error when it is no job id or ends in
 // another tenant's group. The same id and tenant always give the same result.
 func JobIDFor(id string, t tenant.ID) (string, error) {
-	switch g, ok := JobGroupOf(id); {
-	case !ok && len(id) == len("j")+24 && isJobHex(id[1:]) && id[0] == 'j':
+	if olderJobID(id) {
 		return id + JobGroup(t), nil
-	case !ok:
-		return "", fmt.Errorf("job id %q is not of the form j + 24 or 28 hex digits", id)
-	case g != JobGroup(t):
-		return "", fmt.Errorf("job id %q is of another tenant than %s", id, t)
 	}
-	return id, nil
+	return id, CheckJobID(id, t)
+}
+
+// CheckJobID returns nil for a job id of either form that can be t's: of the older form, or
+// ending in t's group.
+func CheckJobID(id string, t tenant.ID) error {
+	switch g, ok := JobGroupOf(id); {
+	case !ok && !olderJobID(id):
+		return fmt.Errorf("job id %q is not of the form j + 28 hex digits (24 for an older one)", id)
+	case ok && g != JobGroup(t):
+		return fmt.Errorf("job id %q is of another tenant than %s", id, t)
+	}
+	return nil
+}
+
+// OlderJobID returns the id of the older form that id, ending in a group, extends; false for
+// an id that ends in none.
+func OlderJobID(id string) (string, bool) {
+	if _, ok := JobGroupOf(id); !ok {
+		return "", false
+	}
+	return id[:len(id)-4], true
+}
+
+func olderJobID(id string) bool {
+	return len(id) == len("j")+24 && id[0] == 'j' && isJobHex(id[1:])
 }
 
 // JobGroupOf returns the group id ends in; false for an id of the older form or no job id.

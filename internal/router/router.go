@@ -152,9 +152,10 @@ func (req Request) job() (broker.Job, error) {
 	}
 	id := req.JobID
 	if id == "" {
-		id = broker.NewJobID()
+		id, err = broker.JobIDFor(broker.NewJobID(), t)
+	} else { // kept as given, of either form: its client reads the job by it
+		err = broker.CheckJobID(id, t)
 	}
-	id, err = broker.JobIDFor(id, t)
 	if err != nil {
 		return broker.Job{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -194,8 +195,10 @@ func (r *Router) Submit(ctx context.Context, req Request) (broker.JobRecord, err
 	if req.JobID == "" {
 		return r.submitNew(ctx, job)
 	}
-	if job.ID != req.JobID { // an id of the older form: the job may be recorded under it already
-		if old, err := r.b.Jobs.Get(ctx, req.JobID); err == nil && old.Job.Tenant == job.Tenant {
+	// A job accepted before its producer's ids ended in their group (an upgrade between a
+	// mail's two deliveries) is recorded under the id of the older form.
+	if older, ok := broker.OlderJobID(job.ID); ok {
+		if old, err := r.b.Jobs.Get(ctx, older); err == nil && old.Job.Tenant == job.Tenant {
 			return r.resubmit(ctx, old.Job)
 		}
 	}

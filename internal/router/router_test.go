@@ -80,31 +80,35 @@ func TestSubmitWithJobIDIsIdempotent(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
 		r, _ := router.New(router.Config{Backend: b})
 		alice := tenant.ID{Project: "site", User: "alice"}
-		given := broker.JobIDAt(time.Now(), "<m1@example.com>")
-		id, err := broker.JobIDFor(given, alice)
-		if err != nil || id == given {
-			t.Fatalf("the id in alice's group: %s, %v", id, err)
+		older := broker.JobIDAt(time.Now(), "<m1@example.com>")
+		grouped, err := broker.JobIDFor(broker.JobIDAt(time.Now(), "<m2@example.com>"), alice)
+		if err != nil {
+			t.Fatal(err)
 		}
-		req := router.Request{JobID: given, Project: "site", User: "alice", Instruction: "x"}
-		for _, req := range []router.Request{req, req, {JobID: id, Project: "site", User: "alice", Instruction: "x"}} {
-			rec, err := r.Submit(context.Background(), req)
-			if err != nil || rec.Job.ID != id {
-				t.Fatalf("submit: %v %s; want %s", err, rec.Job.ID, id)
+		for _, id := range []string{older, grouped} { // each kept as given
+			req := router.Request{JobID: id, Project: "site", User: "alice", Instruction: "x"}
+			for range 3 {
+				rec, err := r.Submit(context.Background(), req)
+				if err != nil || rec.Job.ID != id {
+					t.Fatalf("submit: %v %s; want %s", err, rec.Job.ID, id)
+				}
 			}
 		}
-		if n, _ := b.Inbox.Pending(context.Background(), alice); n != 1 {
-			t.Fatalf("%d jobs queued; want 1", n)
+		if n, _ := b.Inbox.Pending(context.Background(), alice); n != 2 {
+			t.Fatalf("%d jobs queued; want 2", n)
 		}
-		_, err = r.Submit(context.Background(), router.Request{JobID: id, Project: "site", User: "bob", Instruction: "x"})
-		if !errors.Is(err, router.ErrInvalid) && broker.JobGroup(alice) != broker.JobGroup(tenant.ID{Project: "site", User: "bob"}) {
+		bob := tenant.ID{Project: "site", User: "bob"}
+		_, err = r.Submit(context.Background(), router.Request{JobID: grouped, Project: "site", User: "bob", Instruction: "x"})
+		if !errors.Is(err, router.ErrInvalid) && broker.JobGroup(alice) != broker.JobGroup(bob) {
 			t.Errorf("alice's job id submitted for bob: %v; want ErrInvalid", err)
 		}
 	})
 }
 
 // TestAJobAcceptedUnderAnOlderIDIsRecognized: a job recorded and queued under an id of the
-// older form (no tenant group: accepted before an upgrade) and submitted again with that id
-// (a mail delivered again after the restart) is the same job, not a second one.
+// older form (no tenant group: accepted before an upgrade) and submitted again under the id
+// the upgraded producer makes of it (a mail delivered again after the restart) is the same
+// job, not a second one.
 func TestAJobAcceptedUnderAnOlderIDIsRecognized(t *testing.T) {
 	t.Parallel()
 	onEveryBackend(t, func(t *testing.T, b *broker.Backend) {
@@ -118,7 +122,11 @@ func TestAJobAcceptedUnderAnOlderIDIsRecognized(t *testing.T) {
 		if err := b.Inbox.Publish(ctx, old); err != nil {
 			t.Fatal(err)
 		}
-		rec, err := r.Submit(ctx, router.Request{JobID: old.ID, Project: "site", User: "alice", Instruction: "x"})
+		id, err := broker.JobIDFor(old.ID, alice) // as the upgraded producer makes it
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := r.Submit(ctx, router.Request{JobID: id, Project: "site", User: "alice", Instruction: "x"})
 		if err != nil || rec.Job.ID != old.ID {
 			t.Fatalf("submit again: %v %s; want the job accepted under %s", err, rec.Job.ID, old.ID)
 		}

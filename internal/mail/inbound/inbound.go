@@ -353,7 +353,11 @@ func (in *Inbound) submit(ctx context.Context, env intake.Envelope, r *Report) e
 		key = r.From + "\x00" + r.Subject + "\x00" + r.Instruction
 	}
 	refs := append(append([]string{}, m.References...), m.MessageID)
-	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: broker.JobIDAt(env.ReceivedAt, key),
+	id, err := broker.JobIDFor(broker.JobIDAt(env.ReceivedAt, key), t)
+	if err != nil {
+		return fmt.Errorf("inbound: %w", err)
+	}
+	rec, err := in.cfg.Router.Submit(ctx, router.Request{JobID: id,
 		Project: r.Thread.Project, User: r.Thread.User, Thread: r.Thread.Thread, Instruction: r.Instruction,
 		From: r.From, Subject: m.Subject, Attachments: atts, MessageID: m.MessageID, References: refs,
 		Action: r.Publish, Guessed: r.Guessed, Forward: r.Forward})
