@@ -26,7 +26,7 @@ import (
 //   - UpdateJob: the record's token inside the record's compare-and-set, everywhere; the lease
 //     too on mem (one lock) and awsq (a DynamoDB transaction: a condition check on the lease
 //     item beside the record's put); natsjs for the records of job ids that end in their
-//     tenant's group (JobGroup; the router makes every id so): the record and the tenant's
+//     tenant's group (JobGroup; every id the router or the mail intake makes): the record and the tenant's
 //     fence key share a subject prefix, and one last-sequence condition on that prefix is
 //     both the record's compare-and-set and the fence. A record of an id of the older form
 //     is read-fenced (ErrUnfenced).
