@@ -97,6 +97,11 @@ func (f *fences) read(ctx context.Context, t tenant.ID) (fenceMark, error) {
 	if err != nil {
 		return fenceMark{}, ctxErr(ctx, fmt.Errorf("natsjs: read the fence of %s: %w", t, err))
 	}
+	return fenceOf(t, m)
+}
+
+// fenceOf decodes t's fence key as read (none: token 0).
+func fenceOf(t tenant.ID, m lastMessage) (fenceMark, error) {
 	if m.seq == 0 {
 		return fenceMark{}, nil
 	}
@@ -107,10 +112,11 @@ func (f *fences) read(ctx context.Context, t tenant.ID) (fenceMark, error) {
 	return fenceMark{token: token, seq: m.seq}, nil
 }
 
-// lastMessage is a subject's last message in a stream: its sequence (0: none), data, and
-// whether it is a key's delete or purge marker.
+// lastMessage is a subject's last message in a stream: its sequence (0: none), subject,
+// data, and whether it is a key's delete or purge marker.
 type lastMessage struct {
 	seq     uint64
+	subject string
 	data    []byte
 	deleted bool
 }
@@ -129,7 +135,7 @@ func (a *adapter) lastMsg(ctx context.Context, s jetstream.Stream, subj string) 
 		if err != nil {
 			return lastMessage{}, err
 		}
-		return lastMessage{seq: m.Sequence, data: m.Data, deleted: m.Header.Get("KV-Operation") != ""}, nil
+		return lastMessage{seq: m.Sequence, subject: m.Subject, data: m.Data, deleted: m.Header.Get("KV-Operation") != ""}, nil
 	}
 	req, _ := json.Marshal(map[string]string{"last_by_subj": subj})
 	resp, err := a.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+cfg.Name, req)
@@ -138,9 +144,10 @@ func (a *adapter) lastMsg(ctx context.Context, s jetstream.Stream, subj string) 
 	}
 	var r struct {
 		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Hdrs []byte `json:"hdrs"`
-			Data []byte `json:"data"`
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Hdrs    []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
@@ -154,7 +161,7 @@ func (a *adapter) lastMsg(ctx context.Context, s jetstream.Stream, subj string) 
 	case r.Message == nil:
 		return lastMessage{}, fmt.Errorf("get the last message of %s from %s: an empty answer", subj, cfg.Name)
 	}
-	m := lastMessage{seq: r.Message.Seq, data: r.Message.Data}
+	m := lastMessage{seq: r.Message.Seq, subject: r.Message.Subject, data: r.Message.Data}
 	if len(r.Message.Hdrs) > 0 {
 		h, err := nats.DecodeHeadersMsg(r.Message.Hdrs)
 		if err != nil {

@@ -11,8 +11,12 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// The cost of fencing on natsjs. A record write (a lease read before the compare-and-set):
-// compare BenchmarkJobsUpdate with BenchmarkJobsUpdateFenced. A settle (its settle mark, a
+// The cost of fencing on natsjs. A record write: compare BenchmarkJobsUpdate with
+// BenchmarkJobsUpdateFenced (an id of the older form: a lease read before the compare-and-set)
+// and BenchmarkJobsUpdateFencedInStore (a grouped id: the stream's condition, after the
+// holder's own write no read); a job's two writes (running, then final) on a fresh record,
+// BenchmarkJobWritesReadFenced against BenchmarkJobWritesFencedInStore (whose first write
+// reads the group's view). A settle (its settle mark, a
 // conditioned write): BenchmarkSettle with BenchmarkSettleFenced. An acquisition raises the
 // tenants' fence keys: BenchmarkAcquire. Sync off: the difference, not the disk, is measured.
 
@@ -28,11 +32,60 @@ func BenchmarkJobsUpdateFenced(b *testing.B) {
 	})
 }
 
-func benchUpdate(b *testing.B, writer func(*broker.Backend, broker.Lease) func(context.Context, string, func(*broker.JobRecord) error) (broker.JobRecord, error)) {
+func BenchmarkJobsUpdateFencedInStore(b *testing.B) {
+	benchUpdateOf(b, true, func(b *broker.Backend, l broker.Lease) func(context.Context, string, func(*broker.JobRecord) error) (broker.JobRecord, error) {
+		return broker.NewFence(b, l).UpdateJob
+	})
+}
+
+func BenchmarkJobWritesReadFenced(b *testing.B) { benchJobWrites(b, false) }
+
+func BenchmarkJobWritesFencedInStore(b *testing.B) { benchJobWrites(b, true) }
+
+// benchJobWrites creates a record and writes it twice as its tenant's lease holder, per
+// iteration; grouped: with an id in the tenant's group.
+func benchJobWrites(b *testing.B, grouped bool) {
 	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
 	ctx := context.Background()
 	tn := tenant.ID{Project: "site", User: "alice"}
-	job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
+	l, err := env.Backend.Leases.Acquire(ctx, tn, "w1", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := broker.NewFence(env.Backend, l)
+	for b.Loop() {
+		job := broker.Job{ID: benchJobID(b, tn, grouped), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
+		if err := env.Backend.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range []broker.State{broker.StateRunning, broker.StateDone} {
+			if _, err := f.UpdateJob(ctx, job.ID, func(r *broker.JobRecord) error { r.State = s; return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func benchJobID(b *testing.B, tn tenant.ID, grouped bool) string {
+	if !grouped {
+		return broker.NewJobID()
+	}
+	id, err := broker.JobIDFor(broker.NewJobID(), tn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return id
+}
+
+func benchUpdate(b *testing.B, writer func(*broker.Backend, broker.Lease) func(context.Context, string, func(*broker.JobRecord) error) (broker.JobRecord, error)) {
+	benchUpdateOf(b, false, writer)
+}
+
+func benchUpdateOf(b *testing.B, grouped bool, writer func(*broker.Backend, broker.Lease) func(context.Context, string, func(*broker.JobRecord) error) (broker.JobRecord, error)) {
+	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
+	ctx := context.Background()
+	tn := tenant.ID{Project: "site", User: "alice"}
+	job := broker.Job{ID: benchJobID(b, tn, grouped), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
 	if err := env.Backend.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
 		b.Fatal(err)
 	}

@@ -57,12 +57,14 @@ func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token u
 		return broker.JobRecord{}, broker.ErrUnfenced
 	}
 	snap, cached := j.lastFenced(id, t, token)
+	known := cached // snap is a view still worth writing on
 	for range maxFencedTries {
-		if !cached {
+		if !known {
 			var err error
 			if snap, err = j.snapshot(ctx, g, id, t, token); err != nil {
 				return broker.JobRecord{}, err
 			}
+			cached, known = false, true
 		}
 		var rec broker.JobRecord
 		if err := json.Unmarshal(snap.data, &rec); err != nil {
@@ -70,7 +72,7 @@ func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token u
 		}
 		if err := fn(&rec); err != nil {
 			if cached { // fn judged what this client wrote; judge the current record
-				cached = false
+				known = false
 				continue
 			}
 			return rec, err
@@ -82,7 +84,7 @@ func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token u
 		ack, err := j.a.js.Publish(ctx, "$KV."+bucketJobs+"."+g+"."+id, data,
 			jetstream.WithExpectLastSequenceForSubject(snap.seq, groupFilter(g)))
 		if isWrongLastSeq(err) {
-			cached = false
+			known = false
 			continue
 		}
 		j.remember(id, writtenRecord{data: data, rev: ackSeq(ack)}, err == nil)
@@ -106,8 +108,9 @@ func ackSeq(ack *jetstream.PubAck) uint64 {
 	return ack.Sequence
 }
 
-// fencedWrite is what a holder knows after its write of a record: as of stream sequence seq
-// (the write's), t's fence key carried token and the record was data.
+// fencedWrite is a holder's view of a record's group: as of stream sequence seq, the last
+// under the group's prefix, t's fence key carried token and the record was data. After its
+// own write a holder knows it as of the write's sequence.
 type fencedWrite struct {
 	tenant tenant.ID
 	token  uint64
@@ -128,19 +131,27 @@ func (j *jobs) rememberFenced(id string, w fencedWrite) {
 	putBounded(&j.fenced, id, w)
 }
 
-// snapshot reads group g as one consistent view: the last sequence under the group's prefix
-// first, then t's fence key and id's record, each of which must be at or before that
-// sequence (else it changed since, and the view is read again). A fence key that is missing
-// or carries an older token is raised to token first; a newer one is broker.ErrLeaseLost.
-// On more than one replica the reads go to the stream's leader (see lastMsg), since a
-// follower's older view of the fence or the record would pass for the view at that sequence.
+// snapshot reads group g as one view for a holder's write of id: the last message under the
+// group's prefix first, then t's fence key and id's record, each of which must be at or before
+// it (else it changed since, and the view is read again); one of them that is that last
+// message is not read again. A fence key that is missing or carries an older token is raised
+// to token first; a newer one is broker.ErrLeaseLost. On more than one replica the reads go to
+// the stream's leader (see lastMsg): a follower's older fence key or record would pass for the
+// view at that sequence.
 func (j *jobs) snapshot(ctx context.Context, g, id string, t tenant.ID, token uint64) (fencedWrite, error) {
+	fenceSubj, recSubj := jobsFenceSubject(t), "$KV."+bucketJobs+"."+g+"."+id
 	for range maxFencedTries {
 		last, err := j.a.lastMsg(ctx, j.s, groupFilter(g))
 		if err != nil {
 			return fencedWrite{}, ctxErr(ctx, fmt.Errorf("natsjs: read the records of %s's group: %w", t, err))
 		}
-		f, err := j.a.settles.read(ctx, t)
+		fm, rm := last, last
+		if last.subject != fenceSubj {
+			if fm, err = j.a.lastMsg(ctx, j.s, fenceSubj); err != nil {
+				return fencedWrite{}, ctxErr(ctx, fmt.Errorf("natsjs: read the fence of %s: %w", t, err))
+			}
+		}
+		f, err := fenceOf(t, fm)
 		switch {
 		case err != nil:
 			return fencedWrite{}, err
@@ -154,16 +165,18 @@ func (j *jobs) snapshot(ctx context.Context, g, id string, t tenant.ID, token ui
 			}
 			continue
 		}
-		m, err := j.a.lastMsg(ctx, j.s, "$KV."+bucketJobs+"."+g+"."+id)
+		if last.subject != recSubj {
+			if rm, err = j.a.lastMsg(ctx, j.s, recSubj); err != nil {
+				return fencedWrite{}, ctxErr(ctx, wrap("get record for", id, err))
+			}
+		}
 		switch {
-		case err != nil:
-			return fencedWrite{}, ctxErr(ctx, wrap("get record for", id, err))
-		case m.seq == 0 || m.deleted:
+		case rm.seq == 0 || rm.deleted:
 			return fencedWrite{}, broker.ErrNotFound
-		case m.seq > last.seq:
+		case rm.seq > last.seq:
 			continue
 		}
-		return fencedWrite{tenant: t, token: token, data: m.data, seq: last.seq}, nil
+		return fencedWrite{tenant: t, token: token, data: rm.data, seq: last.seq}, nil
 	}
 	return fencedWrite{}, fmt.Errorf("natsjs: read the records of %s's group: they keep changing; try again", t)
 }
