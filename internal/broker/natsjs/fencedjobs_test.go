@@ -2,11 +2,14 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/tenant"
@@ -133,5 +136,43 @@ func TestAHoldersNextWriteReadsNothing(t *testing.T) {
 	}
 	if sent := nc.Stats().OutMsgs - before; sent != 1 {
 		t.Errorf("the second write sent %d messages (the first %d); want 1, the publish", sent, first)
+	}
+}
+
+// TestALostFenceKeyIsRaisedByARecordWrite: with the tenant's fence key gone from the records'
+// stream (aged out, or lost with a crash of the server before its asynchronous write), the
+// holder's record write raises it again and is stored, and a newer acquisition still refuses
+// the older holder's next write.
+func TestALostFenceKeyIsRaisedByARecordWrite(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	id := newJobIDOf(t, tn)
+	if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: tn})); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.Leases.Acquire(ctx, tn, "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := b.Jobs.(*jobs)
+	if err := j.s.Purge(ctx, jetstream.WithPurgeSubject(jobsFenceSubject(tn))); err != nil {
+		t.Fatal(err)
+	}
+	fa := broker.NewFence(b, a)
+	if _, err := fa.UpdateJob(ctx, id, countAttempt); err != nil {
+		t.Fatalf("the holder's write after its fence key was lost: %v", err)
+	}
+	if f, err := j.a.settles.read(ctx, tn); err != nil || f.token != a.Token {
+		t.Fatalf("fence key after the write: %+v, %v; want token %d", f, err, a.Token)
+	}
+	acquireOnceExpired(t, ctx, b, tn)
+	if _, err := fa.UpdateJob(ctx, id, countAttempt); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("the older holder's write after a newer acquisition: %v; want ErrLeaseLost", err)
+	}
+	if rec, err := b.Jobs.Get(ctx, id); err != nil || rec.Attempts != 1 {
+		t.Fatalf("record %+v, %v; want the one write stored", rec, err)
 	}
 }
