@@ -80,7 +80,7 @@ func (o *ownership) run(shutdown context.Context) {
 	}
 	close(hbStop)
 	<-hbDone
-	o.release(q, shutdown.Err() == nil && !o.stuck)
+	o.release(q, shutdown.Err() == nil && !o.stuck && !o.idle && !o.drained)
 }
 
 // openQueue opens the tenant's queue, trying again for up to OpenRetryFor while the engine
@@ -327,9 +327,12 @@ func (o *ownership) checkLease(ctx context.Context) error {
 	return nil
 }
 
-// release hands the tenant back: its queue, then the warm hint (unless this process is
-// leaving), then lease (compare-and-delete), then a claim request when jobs are still
-// pending. A lost lease is not ours to touch.
+// release hands the tenant back: its queue, then the warm hint when warm, then lease
+// (compare-and-delete), then a claim request when jobs are still pending. A lost lease is not
+// ours to touch. The hint is left out when this process is leaving, and for a tenant left with
+// nothing to do (its last read found nothing, or its last job had nothing behind it): its
+// next job seldom comes within WarmFor, and the hint is a claim write that every process's
+// watch reads (TestATenantLeftWithNothingToDoIsNotMarkedWarm).
 func (o *ownership) release(q broker.Queue, warm bool) {
 	if o.lost() {
 		return
