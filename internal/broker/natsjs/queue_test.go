@@ -465,3 +465,33 @@ func TestAnOwnerStartsFromItsCount(t *testing.T) {
 		t.Fatal("a queue opened again took the count's read as its own")
 	}
 }
+
+// TestABatchReadAllocatesLittle: a read of a tenant's queued jobs in one batch listens on an
+// inbox of its own for the answers; the client's default for a subscription's buffer is 64K
+// messages (half a megabyte, allocated and cleared for every batch, and a garbage collection
+// sooner), where a batch is at most maxAhead messages and its end. Not parallel: it counts the
+// whole process's allocations.
+func TestABatchReadAllocatesLittle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc := testConn(t, testServer(t))
+	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	publishJobs(t, ctx, b, tn, "j", maxAhead)
+	sh := b.Inbox.(*inbox).a.shardOf(tn)
+	const reads = 40
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range reads {
+		msgs, err := sh.directBatch(ctx, nc, sh.subject+tn.Subject(), 1, maxAhead)
+		if err != nil || len(msgs) != maxAhead {
+			t.Fatalf("%d messages, %v; want %d", len(msgs), err, maxAhead)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / reads
+	t.Logf("%d KiB allocated per batch read", per>>10)
+	if per > 256<<10 {
+		t.Fatalf("%d KiB allocated per batch read of %d jobs", per>>10, maxAhead)
+	}
+}
