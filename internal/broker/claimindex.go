@@ -15,9 +15,10 @@ type claimIndex struct {
 
 	mu      sync.Mutex
 	entries map[tenant.ID]indexEntry
-	// live holds the tenants whose record is not done: the scans (oldest, waiting) walk
-	// these only, not every tenant that ever asked (most records are done).
-	live    map[tenant.ID]struct{}
+	// live holds the entries whose record is not done, as in entries: the scans (oldest,
+	// waiting) walk these only, not every tenant that ever asked (most records are done), and
+	// read each entry from it without a second look-up (a tenant's hash is two strings').
+	live    map[tenant.ID]indexEntry
 	changed chan struct{} // closed and replaced on every change
 	// taking holds the tenants one of this process's workers is trying to take: the others
 	// pick the next oldest instead of racing it for the same conditional write.
@@ -33,7 +34,7 @@ type indexEntry struct {
 
 func newClaimIndex() *claimIndex {
 	return &claimIndex{ready: make(chan struct{}), entries: map[tenant.ID]indexEntry{},
-		live: map[tenant.ID]struct{}{}, changed: make(chan struct{}), taking: map[tenant.ID]bool{}}
+		live: map[tenant.ID]indexEntry{}, changed: make(chan struct{}), taking: map[tenant.ID]bool{}}
 }
 
 // Apply records e unless the index holds a later version of its key.
@@ -48,7 +49,7 @@ func (idx *claimIndex) Ready() { idx.readyOnce.Do(func() { close(idx.ready) }) }
 func (idx *claimIndex) Reset() {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
-	idx.entries, idx.live = map[tenant.ID]indexEntry{}, map[tenant.ID]struct{}{}
+	idx.entries, idx.live = map[tenant.ID]indexEntry{}, map[tenant.ID]indexEntry{}
 	idx.notify()
 }
 
@@ -88,7 +89,7 @@ func (idx *claimIndex) put(t tenant.ID, e indexEntry) {
 	if e.v.Done {
 		delete(idx.live, t)
 	} else {
-		idx.live[t] = struct{}{}
+		idx.live[t] = e
 	}
 }
 
@@ -111,8 +112,7 @@ func (idx *claimIndex) changes() <-chan struct{} {
 func (idx *claimIndex) oldest(taker string, now time.Time) (t tenant.ID, best indexEntry, ok bool, wake time.Time) {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
-	for k := range idx.live {
-		e := idx.entries[k]
+	for k, e := range idx.live {
 		switch {
 		case idx.taking[k]:
 		case e.v.waiting(now) && e.v.excludes(taker, now):
@@ -144,8 +144,8 @@ func (idx *claimIndex) waiting(taker string, now time.Time) int {
 	idx.mu.Lock()
 	defer idx.mu.Unlock()
 	n := 0
-	for k := range idx.live {
-		if e := idx.entries[k]; e.v.waiting(now) && !e.v.excludes(taker, now) {
+	for _, e := range idx.live {
+		if e.v.waiting(now) && !e.v.excludes(taker, now) {
 			n++
 		}
 	}

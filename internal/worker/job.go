@@ -43,7 +43,7 @@ func (o *ownership) runJob(shutdown context.Context, d broker.Delivery) bool {
 			return false
 		}
 		log.ErrorContext(o.ctx, "mark job running; retrying", slog.Any("err", err))
-		_ = d.Retry(o.ctx, time.Second)
+		_ = o.holdBack(d, time.Second)
 		return true
 	}
 	o.jobs++
@@ -163,7 +163,7 @@ func (o *ownership) retry(d broker.Delivery, rec broker.JobRecord, perr error, l
 	case err != nil:
 		log.ErrorContext(o.ctx, "record failed attempt", slog.Any("err", err))
 	}
-	o.refused(d.Retry(o.ctx, delay))
+	o.refused(o.holdBack(d, delay))
 }
 
 // settledElsewhere: the job's record became final while this owner ran it (another owner, one
@@ -186,7 +186,7 @@ func (o *ownership) handBack(d broker.Delivery, rec broker.JobRecord, log *slog.
 		return
 	}
 	if !o.refused(err) {
-		o.refused(d.Retry(o.ctx, 0))
+		o.refused(o.holdBack(d, 0))
 	}
 }
 
@@ -206,7 +206,7 @@ func (o *ownership) finish(d broker.Delivery, rec broker.JobRecord, state broker
 	}
 	if err != nil {
 		log.ErrorContext(o.ctx, "record job result; will retry", slog.Any("err", err))
-		o.refused(d.Retry(o.ctx, time.Second))
+		o.refused(o.holdBack(d, time.Second))
 		return
 	}
 	log.InfoContext(o.ctx, "job finished", slog.String("state", string(state)), slog.Duration("duration", res.Duration))
@@ -228,7 +228,7 @@ func (o *ownership) resettle(d broker.Delivery, rec broker.JobRecord, log *slog.
 		if err := o.fence.PublishResult(o.ctx, *rec.Result); err != nil {
 			if !o.refused(err) {
 				log.ErrorContext(o.ctx, "publish result; will retry", slog.Any("err", err))
-				o.refused(d.Retry(o.ctx, time.Second))
+				o.refused(o.holdBack(d, time.Second))
 			}
 			return
 		}
@@ -242,6 +242,16 @@ func (o *ownership) resettle(d broker.Delivery, rec broker.JobRecord, log *slog.
 	if err != nil && !o.refused(err) {
 		log.ErrorContext(o.ctx, "settle job message", slog.Any("err", err))
 	}
+}
+
+// holdBack returns d to the queue to come again after delay (Retry), and notes that the
+// tenant has it still to do.
+func (o *ownership) holdBack(d broker.Delivery, delay time.Duration) error {
+	err := d.Retry(o.ctx, delay)
+	if err == nil {
+		o.heldBack = true
+	}
+	return err
 }
 
 // refused reports whether err is the store refusing this owner's write because the lease is

@@ -31,6 +31,7 @@ type ownership struct {
 	lastJob      time.Time
 	idle         bool
 	drained      bool        // the last job had nothing queued behind it
+	heldBack     bool        // the last job was handed back to the queue (Retry), to come again
 	jobs         int         // jobs started in this tenure (not counting re-settled ones)
 	releaseAsked atomic.Bool // an operator asked for the tenant to be released
 	failingSince time.Time   // when Next began failing without a break; zero when it works
@@ -80,8 +81,13 @@ func (o *ownership) run(shutdown context.Context) {
 	}
 	close(hbStop)
 	<-hbDone
-	o.release(q, shutdown.Err() == nil && !o.stuck)
+	o.release(q, shutdown.Err() == nil && !o.stuck && !o.leftEmpty())
 }
+
+// leftEmpty reports whether the tenant is left with nothing to do, as far as this owner
+// knows: its last read found nothing, or its last job had nothing behind it, and that job
+// is not held back to come again.
+func (o *ownership) leftEmpty() bool { return (o.idle || o.drained) && !o.heldBack }
 
 // openQueue opens the tenant's queue, trying again for up to OpenRetryFor while the engine
 // cannot (retry.Do). The lease is renewed meanwhile; a tenant given up at the first failure
@@ -146,7 +152,7 @@ func (o *ownership) serve(shutdown context.Context, q broker.Queue) {
 				_ = retry.Sleep(o.ctx, 100*time.Millisecond)
 			}
 		default:
-			o.idle, o.drained, o.failingSince = false, d.Behind() == 0, time.Time{}
+			o.idle, o.drained, o.heldBack, o.failingSince = false, d.Behind() == 0, false, time.Time{}
 			if !o.runJob(shutdown, d) {
 				return
 			}
@@ -327,9 +333,12 @@ func (o *ownership) checkLease(ctx context.Context) error {
 	return nil
 }
 
-// release hands the tenant back: its queue, then the warm hint (unless this process is
-// leaving), then lease (compare-and-delete), then a claim request when jobs are still
-// pending. A lost lease is not ours to touch.
+// release hands the tenant back: its queue, then the warm hint when warm, then lease
+// (compare-and-delete), then a claim request when jobs are still pending. A lost lease is not
+// ours to touch. The hint is left out when this process is leaving, and for a tenant left with
+// nothing to do (its last read found nothing, or its last job had nothing behind it): its
+// next job seldom comes within WarmFor, and the hint is a claim write that every process's
+// watch reads (TestATenantLeftWithNothingToDoIsNotMarkedWarm).
 func (o *ownership) release(q broker.Queue, warm bool) {
 	if o.lost() {
 		return

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -1030,6 +1031,41 @@ func TestAJobWhoseRecordWasNotWrittenRuns(t *testing.T) {
 		})})
 		if got := f.wait(rec.Job.ID, 20*time.Second); got.State != broker.StateDone || got.Attempts != 1 {
 			t.Fatalf("the job ended %s after %d attempts; want done after 1", got.State, got.Attempts)
+		}
+	})
+}
+
+// TestATenantLeftWithNothingToDoIsNotMarkedWarm: an owner that hands back a tenant whose jobs
+// it ran to the end (here: drained, then others waited) marks no warm preference for it: its
+// next job seldom comes within WarmFor, and the mark is a claim write that every process's
+// watch reads. (A tenant handed back with jobs left is marked: brokertest Claims/Warm*.)
+func TestATenantLeftWithNothingToDoIsNotMarkedWarm(t *testing.T) {
+	t.Parallel()
+	onEveryBackend(t, func(t *testing.T, f *fixture) {
+		records, ok := f.b.Claims.(interface{ Records() broker.ClaimRecords })
+		if !ok {
+			t.Skip("claims without records")
+		}
+		l := newLedger()
+		f.pool(worker.Config{Workers: 1, IdleRelease: time.Hour, Processor: l.processor(0)})
+		first := f.submit("site", "alice", "x")
+		f.wait(first.Job.ID, 10*time.Second)
+		f.wait(f.submit("site", "bob", "x").Job.ID, 10*time.Second) // alice's owner hands her back for bob
+		alice, _ := tenant.New("site", "alice")
+		e, err := records.Records().Get(f.ctx, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Warm string `json:"warm"`
+		}
+		if len(e.Value) > 0 {
+			if err := json.Unmarshal(e.Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rec.Warm != "" {
+			t.Fatalf("alice, left with nothing to do, is marked warm for %s: %s", rec.Warm, e.Value)
 		}
 	})
 }

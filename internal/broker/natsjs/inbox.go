@@ -21,7 +21,23 @@ import (
 type inbox struct {
 	a    *adapter
 	jobs *jobs // the same client's records: see createdHeader
+
+	mu    sync.Mutex
+	peeks map[tenant.ID]peek // the first message each count read, for the next Open (see peeked)
 }
+
+// peek is a tenant's first message as a count (Pending) read it, and when.
+type peek struct {
+	msg directMsg
+	at  time.Time
+}
+
+// peekFor bounds how long a count's read stands in for a queue's first read: a worker counts
+// the tenant's jobs before it takes the lease, then opens the queue.
+const peekFor = time.Second
+
+// maxPeeks bounds inbox.peeks; past it the map starts over.
+const maxPeeks = 1024
 
 var _ broker.Inbox = (*inbox)(nil)
 
@@ -49,7 +65,8 @@ func (in *inbox) Publish(ctx context.Context, job broker.Job) error {
 func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
 	sh := in.a.shardOf(t)
 	subj := sh.subject + t.Subject()
-	if n, ok := directPending(ctx, in.a.nc, sh, subj); ok {
+	if n, first, ok := directPending(ctx, in.a.nc, sh, subj); ok {
+		in.peeked(t, first)
 		return n, nil
 	}
 	info, err := sh.Info(ctx, jetstream.WithSubjectFilter(subj))
@@ -63,21 +80,52 @@ func (in *inbox) Pending(ctx context.Context, t tenant.ID) (int, error) {
 // follow): two of a claim's API requests were these counts. ok is false when it cannot tell
 // (more replicas, or a stream without direct gets, set so by an older binary): the caller
 // asks the stream's info, from its leader: a count that misses a job just published would
-// leave it unclaimed (a release reads the count to ask for a claim).
-func directPending(ctx context.Context, nc *nats.Conn, sh shard, subj string) (n int, ok bool) {
+// leave it unclaimed (a release reads the count to ask for a claim). first is the message
+// the count read (nil when none).
+func directPending(ctx context.Context, nc *nats.Conn, sh shard, subj string) (n int, first *directMsg, ok bool) {
 	if !sh.direct() {
-		return 0, false
+		return 0, nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second) // as the JetStream client's default
 	defer cancel()
-	_, m, behind, err := sh.firstDirect(ctx, nc, subj, 1)
+	seq, m, behind, err := sh.firstDirect(ctx, nc, subj, 1)
 	switch {
 	case err != nil || m != nil && behind < 0:
-		return 0, false
+		return 0, nil, false
 	case m == nil:
-		return 0, true
+		return 0, nil, true
 	}
-	return behind + 1, true
+	return behind + 1, &directMsg{seq: seq, m: m, behind: behind}, true
+}
+
+// peeked keeps the first message a count of t's jobs read (none: forgets t's), so the queue
+// the worker opens next, once it took the lease, starts from it rather than reading it again
+// (see takePeek).
+func (in *inbox) peeked(t tenant.ID, first *directMsg) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if first == nil {
+		delete(in.peeks, t)
+		return
+	}
+	if in.peeks == nil || len(in.peeks) >= maxPeeks {
+		in.peeks = map[tenant.ID]peek{}
+	}
+	in.peeks[t] = peek{msg: *first, at: time.Now()}
+}
+
+// takePeek returns, once, the first message of t's that a count read less than peekFor ago.
+// It stands in for a queue's first read as a read ahead does (see queue.readAhead): it is the
+// tenant's first message at or after any later cursor but for those removed since, and only
+// an owner removes them, those it acknowledged: a previous owner's, removed between the count
+// and the lease's acquisition (it held the lease then), is delivered again and re-settled from
+// its final record, as after a lost removal.
+func (in *inbox) takePeek(t tenant.ID) (directMsg, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	p, ok := in.peeks[t]
+	delete(in.peeks, t)
+	return p.msg, ok && time.Since(p.at) < peekFor
 }
 
 // Tenants asks every shard at once. Shards that do not answer (one electing a leader after a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,4 +73,87 @@ func keepExpiredLease(t *testing.T, ctx context.Context, b *broker.Backend, nc *
 	}
 	old.Token, old.Version = rev, rev // the record's token is its revision
 	return old
+}
+
+// TestAnAcquisitionAsksNoJetStreamAPI: taking a lease (its create and the fence keys it
+// raises, each read and written) goes through the streams alone, never through the server's
+// JetStream API workers (two per core, shared by every client): the fence key in the result
+// shard is read with a direct get on one replica, as the records' one is. A tenant acquired
+// for the first time (no fence key yet) and again after a release.
+func TestAnAcquisitionAsksNoJetStreamAPI(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
+	var asked []string
+	var mu sync.Mutex
+	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Subject, "$JS.API.DIRECT.GET.") {
+			mu.Lock()
+			asked = append(asked, m.Subject)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"a", "b", "c"} {
+		tn := mustTenant("p", u)
+		for range 2 {
+			l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Leases.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) > 0 {
+		t.Fatalf("6 acquisitions asked the JetStream API %d times: %v", len(asked), asked)
+	}
+}
+
+// TestAnAcquisitionReadsAFenceKeyWithoutDirectGets: an older binary's setup turns direct gets
+// off on the result shards (it does not ask for them); a process that saw them on still
+// acquires, reading the fence key from the stream's leader.
+func TestAnAcquisitionReadsAFenceKeyWithoutDirectGets(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Leases.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, streamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second); err != nil {
+		t.Fatalf("acquire once direct gets are off: %v", err)
+	}
 }

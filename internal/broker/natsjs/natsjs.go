@@ -251,11 +251,16 @@ func (a *adapter) setupStreams(ctx context.Context) error {
 	for k := range a.results {
 		name, subject := resultShardNamed(k)
 		a.results[k].subject = subject
-		// Results, and each tenant's fence key (see fences).
-		if a.results[k].stream, err = a.stream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject + "*.*", subject + "f.*.*"},
-			MaxAge: 7 * 24 * time.Hour, Duplicates: a.cfg.DedupWindow, Replicas: r}); err != nil {
+		// Results, and each tenant's fence key (see fences). On one replica, whose only
+		// server is its leader, a fence key is read with a direct get, served by the stream
+		// itself, not by the server's JetStream API workers: every acquisition reads it. On
+		// more, from the leader (a follower may answer from behind).
+		s, err := a.stream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject + "*.*", subject + "f.*.*"},
+			MaxAge: 7 * 24 * time.Hour, Duplicates: a.cfg.DedupWindow, Replicas: r, AllowDirect: r == 1})
+		if err != nil {
 			return err
 		}
+		a.results[k].stream = resultStream{s}
 	}
 	a.dlq, err = a.stream(ctx, jetstream.StreamConfig{Name: streamDLQ, Subjects: []string{subjDLQ + "*.*"},
 		MaxAge: 30 * 24 * time.Hour, Replicas: r})

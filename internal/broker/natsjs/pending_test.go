@@ -19,7 +19,7 @@ func TestPendingCountsWithAndWithoutDirectGets(t *testing.T) {
 	publishJobs(t, ctx, b, alice, "j", 3)
 	in := b.Inbox.(*inbox)
 	sh := in.a.shardOf(alice)
-	if n, ok := directPending(ctx, nc, sh, sh.subject+alice.Subject()); !ok || n != 3 {
+	if n, _, ok := directPending(ctx, nc, sh, sh.subject+alice.Subject()); !ok || n != 3 {
 		t.Fatalf("direct count %d, %v; want 3 by a direct get", n, ok)
 	}
 	q := openTenant(t, ctx, b, alice)
@@ -52,7 +52,7 @@ func TestPendingCountsWithAndWithoutDirectGets(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := directPending(ctx, nc, sh, sh.subject+alice.Subject()); ok {
+	if _, _, ok := directPending(ctx, nc, sh, sh.subject+alice.Subject()); ok {
 		t.Fatal("a stream without direct gets answered one")
 	}
 	check("direct gets off", 2)

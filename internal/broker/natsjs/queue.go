@@ -100,7 +100,13 @@ func (in *inbox) Open(ctx context.Context, t tenant.ID, opts broker.QueueOptions
 		return nil, err
 	}
 	sh := in.a.shardOf(t)
-	return &queue{in: in, t: t, sh: sh, subj: sh.subject + t.Subject(), ackWait: opts.AckWait, poll: wakeEvery, wake: make(chan struct{}, 1), cursor: 1, purgedTo: 1}, nil
+	q := &queue{in: in, t: t, sh: sh, subj: sh.subject + t.Subject(), ackWait: opts.AckWait, poll: wakeEvery, wake: make(chan struct{}, 1), cursor: 1, purgedTo: 1}
+	if first, ok := in.takePeek(t); ok && sh.direct() {
+		// The worker counted the tenant's jobs just before it took the lease: that read is
+		// the first read (TestAnOwnerStartsFromItsCount).
+		q.ahead, q.after = []directMsg{first}, max(first.behind, 0)
+	}
+	return q, nil
 }
 
 func (q *queue) Next(ctx context.Context, wait time.Duration) (broker.Delivery, error) {

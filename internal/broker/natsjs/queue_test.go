@@ -433,3 +433,65 @@ func TestAnOwnerReadsItsQueuedJobsAhead(t *testing.T) {
 	more := publishJobs(t, ctx, b, tn, "k", 1)
 	takeInOrder(t, ctx, q, 5*time.Second, more...)
 }
+
+// TestAnOwnerStartsFromItsCount: a worker counts a tenant's jobs (a direct get of its first
+// message) before it takes the lease, then opens the queue: that read is the queue's first,
+// not asked again. Only once: a queue opened again reads for itself, and finds what the first
+// one left.
+func TestAnOwnerStartsFromItsCount(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	ids := publishJobs(t, ctx, b, tn, "j", 3)
+	if n, err := b.Inbox.Pending(ctx, tn); err != nil || n != 3 {
+		t.Fatalf("pending %d, %v; want 3", n, err)
+	}
+	q := openTenant(t, ctx, b, tn)
+	takeInOrder(t, ctx, q, 5*time.Second, ids[0])
+	if n := q.reads.Load(); n != 0 {
+		t.Fatalf("%d reads for the job the count read", n)
+	}
+	if d, err := q.Next(ctx, 5*time.Second); err != nil || d.Job().ID != ids[1] || d.Behind() != 1 {
+		t.Fatalf("then %+v, %v; want %s with 1 behind", d, err, ids[1])
+	}
+	if err := q.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := openTenant(t, ctx, b, tn)
+	takeInOrder(t, ctx, again, 5*time.Second, ids[1:]...)
+	if n := again.reads.Load(); n == 0 {
+		t.Fatal("a queue opened again took the count's read as its own")
+	}
+}
+
+// TestABatchReadAllocatesLittle: a read of a tenant's queued jobs in one batch listens on an
+// inbox of its own for the answers; the client's default for a subscription's buffer is 64K
+// messages (half a megabyte, allocated and cleared for every batch, and a garbage collection
+// sooner), where a batch is at most maxAhead messages and its end. Not parallel: it counts the
+// whole process's allocations.
+func TestABatchReadAllocatesLittle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc := testConn(t, testServer(t))
+	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	publishJobs(t, ctx, b, tn, "j", maxAhead)
+	sh := b.Inbox.(*inbox).a.shardOf(tn)
+	const reads = 40
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range reads {
+		msgs, err := sh.directBatch(ctx, nc, sh.subject+tn.Subject(), 1, maxAhead)
+		if err != nil || len(msgs) != maxAhead {
+			t.Fatalf("%d messages, %v; want %d", len(msgs), err, maxAhead)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / reads
+	t.Logf("%d KiB allocated per batch read", per>>10)
+	if per > 256<<10 {
+		t.Fatalf("%d KiB allocated per batch read of %d jobs", per>>10, maxAhead)
+	}
+}

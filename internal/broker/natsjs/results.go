@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -34,6 +35,23 @@ type fetched struct {
 func newResults(a *adapter) *results {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &results{a: a, next: make(chan fetched), ctx: ctx, cancel: cancel}
+}
+
+// resultStream is a result shard's stream. On one replica it serves direct gets, and the
+// tenants' fence keys in it are read with one (see setupStreams); when a read finds no one
+// serving them (an older binary's setup, which does not ask for them, turned them off since),
+// the stream's info is read again and the read asked again, of the leader.
+type resultStream struct{ jetstream.Stream }
+
+func (s resultStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	m, err := s.Stream.GetLastMsgForSubject(ctx, subject)
+	if !errors.Is(err, nats.ErrNoResponders) || !s.CachedInfo().Config.AllowDirect {
+		return m, err
+	}
+	if _, ierr := s.Info(ctx); ierr != nil {
+		return nil, err
+	}
+	return s.Stream.GetLastMsgForSubject(ctx, subject)
 }
 
 var (
