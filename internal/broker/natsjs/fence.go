@@ -64,9 +64,19 @@ func jobsFenceSubject(t tenant.ID) string {
 
 // mark returns t's fence key carrying token: the one remembered, unless reread, else read,
 // and raised to token when it carries an older one. ErrLeaseLost when it carries a newer one.
+// A remembered key with an older token is raised without a read first.
 func (f *fences) mark(ctx context.Context, t tenant.ID, token uint64, reread bool) (fenceMark, error) {
-	if m, ok := f.remembered(t); ok && m.token == token && !reread {
+	m, ok := f.remembered(t)
+	switch {
+	case ok && m.token == token && !reread:
 		return m, nil
+	case ok && m.token < token:
+		// This process's last tenure of t left the key at m: raised from there unless
+		// someone wrote it since, with no read (a new tenure of a tenant it held before).
+		m, err := f.raise(ctx, t, token, m.seq)
+		if !errors.Is(err, broker.ErrConflict) {
+			return m, err
+		}
 	}
 	for range maxFenceTries {
 		m, err := f.read(ctx, t)

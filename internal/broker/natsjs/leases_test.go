@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,6 +136,7 @@ func TestAnAcquisitionReadsAFenceKeyWithoutDirectGets(t *testing.T) {
 	srv := testServer(t)
 	nc := testConn(t, srv)
 	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	other := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1}) // remembers no fence key
 	tn := mustTenant("p", "u")
 	l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
 	if err != nil {
@@ -153,7 +155,50 @@ func TestAnAcquisitionReadsAFenceKeyWithoutDirectGets(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second); err != nil {
+	if _, err := other.Leases.Acquire(ctx, tn, "w", 5*time.Second); err != nil {
 		t.Fatalf("acquire once direct gets are off: %v", err)
+	}
+}
+
+// TestANewTenureRaisesItsFenceKeysWithoutReads: a process acquiring a tenant it held before
+// raises the tenant's fence keys from where its last tenure left them, reading neither.
+func TestANewTenureRaisesItsFenceKeysWithoutReads(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
+	var reads atomic.Int32
+	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if asked := m.Subject + string(m.Data); strings.Contains(asked, "_fence.") || strings.Contains(asked, ".f.") {
+			reads.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tn := mustTenant("p", "u")
+	tenure := func() {
+		l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Leases.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenure()
+	first := reads.Swap(0)
+	tenure()
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("the second tenure read the fence keys %d times (the first %d); want none", n, first)
 	}
 }
