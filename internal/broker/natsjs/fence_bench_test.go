@@ -45,17 +45,12 @@ func BenchmarkJobWritesFencedInStore(b *testing.B) { benchJobWrites(b, true) }
 // benchJobWrites creates a record and writes it twice as its tenant's lease holder, per
 // iteration; grouped: with an id in the tenant's group.
 func benchJobWrites(b *testing.B, grouped bool) {
-	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
 	ctx := context.Background()
-	tn := tenant.ID{Project: "site", User: "alice"}
-	l, err := env.Backend.Leases.Acquire(ctx, tn, "w1", time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := broker.NewFence(env.Backend, l)
+	be, tn, l := benchHolder(b)
+	f := broker.NewFence(be, l)
 	for b.Loop() {
 		job := broker.Job{ID: benchJobID(b, tn, grouped), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
-		if err := env.Backend.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
+		if err := be.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
 			b.Fatal(err)
 		}
 		for _, s := range []broker.State{broker.StateRunning, broker.StateDone} {
@@ -64,6 +59,18 @@ func benchJobWrites(b *testing.B, grouped bool) {
 			}
 		}
 	}
+}
+
+// benchHolder starts an engine (sync off: the difference, not the disk, is measured) and
+// returns its backend, a tenant, and a lease of it held for the benchmark.
+func benchHolder(b *testing.B) (*broker.Backend, tenant.ID, broker.Lease) {
+	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
+	tn := tenant.ID{Project: "site", User: "alice"}
+	l, err := env.Backend.Leases.Acquire(context.Background(), tn, "w1", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return env.Backend, tn, l
 }
 
 func benchJobID(b *testing.B, tn tenant.ID, grouped bool) string {
@@ -82,18 +89,13 @@ func benchUpdate(b *testing.B, writer func(*broker.Backend, broker.Lease) func(c
 }
 
 func benchUpdateOf(b *testing.B, grouped bool, writer func(*broker.Backend, broker.Lease) func(context.Context, string, func(*broker.JobRecord) error) (broker.JobRecord, error)) {
-	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
 	ctx := context.Background()
-	tn := tenant.ID{Project: "site", User: "alice"}
+	be, tn, l := benchHolder(b)
 	job := broker.Job{ID: benchJobID(b, tn, grouped), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
-	if err := env.Backend.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
+	if err := be.Jobs.Create(ctx, broker.QueuedRecord(job)); err != nil {
 		b.Fatal(err)
 	}
-	l, err := env.Backend.Leases.Acquire(ctx, tn, "w1", time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	update := writer(env.Backend, l)
+	update := writer(be, l)
 	for b.Loop() {
 		if _, err := update(ctx, job.ID, func(r *broker.JobRecord) error { r.Attempts++; return nil }); err != nil {
 			b.Fatal(err)
@@ -107,22 +109,17 @@ func BenchmarkSettleFenced(b *testing.B) { benchSettle(b, true) }
 
 // benchSettle publishes, takes and acknowledges one job per iteration, as the lease holder.
 func benchSettle(b *testing.B, fenced bool) {
-	env := natsjstest.Start(b, natsjstest.Options{NoSync: true})
 	ctx := context.Background()
-	tn := tenant.ID{Project: "site", User: "alice"}
-	l, err := env.Backend.Leases.Acquire(ctx, tn, "w1", time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	q, err := env.Backend.Inbox.Open(ctx, tn, broker.QueueOptions{AckWait: time.Minute})
+	be, tn, l := benchHolder(b)
+	q, err := be.Inbox.Open(ctx, tn, broker.QueueOptions{AckWait: time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = q.Close(ctx) }()
-	f := broker.NewFence(env.Backend, l)
+	f := broker.NewFence(be, l)
 	for b.Loop() {
 		job := broker.Job{ID: broker.NewJobID(), Tenant: tn, Payload: json.RawMessage(`{"instruction":"x"}`)}
-		if err := env.Backend.Inbox.Publish(ctx, job); err != nil {
+		if err := be.Inbox.Publish(ctx, job); err != nil {
 			b.Fatal(err)
 		}
 		d, err := q.Next(ctx, time.Minute)

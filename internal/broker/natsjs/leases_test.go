@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,22 +87,7 @@ func TestAnAcquisitionAsksNoJetStreamAPI(t *testing.T) {
 	srv := testServer(t)
 	nc := testConn(t, srv)
 	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
-	var asked []string
-	var mu sync.Mutex
-	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
-		if !strings.HasPrefix(m.Subject, "$JS.API.DIRECT.GET.") {
-			mu.Lock()
-			asked = append(asked, m.Subject)
-			mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	asked := apiRequests(t, nc, func(m *nats.Msg) bool { return !strings.HasPrefix(m.Subject, "$JS.API.DIRECT.GET.") })
 	for _, u := range []string{"a", "b", "c"} {
 		tn := mustTenant("p", u)
 		for range 2 {
@@ -116,13 +100,40 @@ func TestAnAcquisitionAsksNoJetStreamAPI(t *testing.T) {
 			}
 		}
 	}
+	if got := asked(); len(got) > 0 {
+		t.Fatalf("6 acquisitions asked the JetStream API %d times: %v", len(got), got)
+	}
+}
+
+// apiRequests records the JetStream API requests on nc's server that keep accepts, from now
+// on; the function it returns takes (and forgets) those made so far.
+func apiRequests(t *testing.T, nc *nats.Conn, keep func(*nats.Msg) bool) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var asked []string
+	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if keep(m) {
+			mu.Lock()
+			asked = append(asked, m.Subject+" "+string(m.Data))
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(asked) > 0 {
-		t.Fatalf("6 acquisitions asked the JetStream API %d times: %v", len(asked), asked)
+	return func() []string {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got := asked
+		asked = nil
+		return got
 	}
 }
 
@@ -169,21 +180,12 @@ func TestANewTenureRaisesItsFenceKeysWithoutReads(t *testing.T) {
 	srv := testServer(t)
 	nc := testConn(t, srv)
 	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
-	var reads atomic.Int32
-	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
-		if asked := m.Subject + string(m.Data); strings.Contains(asked, "_fence.") || strings.Contains(asked, ".f.") {
-			reads.Add(1)
-		}
+	reads := apiRequests(t, nc, func(m *nats.Msg) bool {
+		asked := m.Subject + string(m.Data)
+		return strings.Contains(asked, "_fence.") || strings.Contains(asked, ".f.")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
 	tn := mustTenant("p", "u")
-	tenure := func() {
+	tenure := func() []string {
 		l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -191,14 +193,10 @@ func TestANewTenureRaisesItsFenceKeysWithoutReads(t *testing.T) {
 		if err := b.Leases.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		if err := nc.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		return reads()
 	}
-	tenure()
-	first := reads.Swap(0)
-	tenure()
-	if n := reads.Load(); n != 0 {
-		t.Fatalf("the second tenure read the fence keys %d times (the first %d); want none", n, first)
+	first := tenure()
+	if got := tenure(); len(got) != 0 {
+		t.Fatalf("the second tenure read the fence keys %d times (the first %d): %v; want none", len(got), len(first), got)
 	}
 }
