@@ -183,11 +183,17 @@ func JobIDFor(id string, t tenant.ID) (string, error) {
 	return id, CheckJobID(id, t)
 }
 
+// IsJobID reports whether id is a job id of either form.
+func IsJobID(id string) bool {
+	_, grouped := JobGroupOf(id)
+	return grouped || olderJobID(id)
+}
+
 // CheckJobID returns nil for a job id of either form that can be t's: of the older form, or
 // ending in t's group.
 func CheckJobID(id string, t tenant.ID) error {
 	switch g, ok := JobGroupOf(id); {
-	case !ok && !olderJobID(id):
+	case !IsJobID(id):
 		return fmt.Errorf("job id %q is not of the form j + 28 hex digits (24 for an older one)", id)
 	case ok && g != JobGroup(t):
 		return fmt.Errorf("job id %q is of another tenant than %s", id, t)

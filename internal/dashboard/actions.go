@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -15,8 +14,6 @@ import (
 
 // errBadRequest marks an action request that names nothing valid.
 var errBadRequest = errors.New("bad request")
-
-var jobIDPattern = regexp.MustCompile(`^j[0-9a-f]{24}(?:[0-9a-f]{4})?$`)
 
 // actionTimeout bounds one action's calls to the backend.
 const actionTimeout = 15 * time.Second
@@ -68,7 +65,7 @@ func (d *Dashboard) actionFailed(w http.ResponseWriter, r *http.Request, name st
 func (d *Dashboard) interrupt(w http.ResponseWriter, r *http.Request) {
 	d.act(w, r, "interrupt", func(ctx context.Context, r *http.Request) (string, error) {
 		id := r.PathValue("id")
-		if !jobIDPattern.MatchString(id) {
+		if !broker.IsJobID(id) {
 			return "", fmt.Errorf("%w: %q is not a job id", errBadRequest, id)
 		}
 		return "", d.cfg.Router.Interrupt(ctx, id, "interrupted from the dashboard")

@@ -34,7 +34,7 @@ type deadTenant struct {
 
 func (d *Dashboard) dead(w http.ResponseWriter, r *http.Request) {
 	data := d.readDead(r.Context())
-	if id := r.URL.Query().Get("retried"); jobIDPattern.MatchString(id) {
+	if id := r.URL.Query().Get("retried"); broker.IsJobID(id) {
 		data.Retried = id
 	}
 	d.write(w, r, http.StatusOK, "dead", &view{Title: "Dead letters", Nav: "dead", Back: "/dead", Data: data})

@@ -107,7 +107,7 @@ const maxBatch = 500
 // script to close the stream.
 func (d *Dashboard) jobEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !jobIDPattern.MatchString(id) {
+	if !broker.IsJobID(id) {
 		http.NotFound(w, r)
 		return
 	}

@@ -131,7 +131,7 @@ func (d *Dashboard) job(w http.ResponseWriter, r *http.Request) {
 
 // jobOr404 loads the job or answers with the reason it cannot be shown.
 func (d *Dashboard) jobOr404(w http.ResponseWriter, r *http.Request, id string) (jobData, error) {
-	if !jobIDPattern.MatchString(id) {
+	if !broker.IsJobID(id) {
 		d.problem(w, r, http.StatusNotFound, fmt.Sprintf("%q is not a job id (j followed by 28 hex digits, or 24 for older jobs).", id))
 		return jobData{}, broker.ErrNotFound
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/webordinary/webordinary/internal/broker"
 	"github.com/webordinary/webordinary/internal/shots"
 )
 
@@ -29,7 +30,7 @@ func (d *Dashboard) pictures(id string) *shots.Report {
 // picture serves one of a job's full-size pictures (GET /jobs/{id}/pictures/{file}).
 func (d *Dashboard) picture(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("file")
-	if d.cfg.Pictures == nil || !jobIDPattern.MatchString(id) {
+	if d.cfg.Pictures == nil || !broker.IsJobID(id) {
 		http.NotFound(w, r)
 		return
 	}
