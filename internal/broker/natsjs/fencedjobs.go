@@ -87,10 +87,11 @@ func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token u
 			known = false
 			continue
 		}
-		j.remember(id, writtenRecord{data: data, rev: ackSeq(ack)}, err == nil)
 		if err != nil {
+			j.remember(id, writtenRecord{}, false)
 			return rec, ctxErr(ctx, wrap("update record for", id, err))
 		}
+		j.remember(id, writtenRecord{data: data, rev: ack.Sequence}, true)
 		j.rememberFenced(id, fencedWrite{tenant: t, token: token, data: data, seq: ack.Sequence})
 		return rec, nil
 	}
@@ -100,13 +101,6 @@ func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token u
 // maxFencedTries bounds UpdateFenced's attempts and snapshot's reads: each lost race means
 // another writer in the group made progress.
 const maxFencedTries = 50
-
-func ackSeq(ack *jetstream.PubAck) uint64 {
-	if ack == nil {
-		return 0
-	}
-	return ack.Sequence
-}
 
 // fencedWrite is a holder's view of a record's group: as of stream sequence seq, the last
 // under the group's prefix, t's fence key carried token and the record was data. After its

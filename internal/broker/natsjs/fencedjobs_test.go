@@ -36,6 +36,21 @@ func newJobIDOf(t *testing.T, tn tenant.ID) string {
 	return id
 }
 
+// heldRecord creates a queued record of tn's and acquires tn for "a" for ttl: the record's id
+// and the lease.
+func heldRecord(t *testing.T, ctx context.Context, b *broker.Backend, tn tenant.ID, ttl time.Duration) (string, broker.Lease) {
+	t.Helper()
+	id := newJobIDOf(t, tn)
+	if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: tn})); err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Leases.Acquire(ctx, tn, "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, l
+}
+
 func countAttempt(r *broker.JobRecord) error { r.Attempts++; return nil }
 
 // TestTenantsOfOneGroupAreFencedApart: two tenants whose records share a group (and so the
@@ -49,14 +64,7 @@ func TestTenantsOfOneGroupAreFencedApart(t *testing.T) {
 	defer cancel()
 	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{InboxShards: 1})
 	one, two := tenantsOfOneGroup()
-	id := newJobIDOf(t, one)
-	if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: one})); err != nil {
-		t.Fatal(err)
-	}
-	l, err := b.Leases.Acquire(ctx, one, "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, l := heldRecord(t, ctx, b, one, time.Minute)
 	f := broker.NewFence(b, l)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -116,14 +124,7 @@ func TestAHoldersNextWriteReadsNothing(t *testing.T) {
 	nc := testConn(t, testServer(t))
 	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
 	tn := mustTenant("p", "u")
-	id := newJobIDOf(t, tn)
-	if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: tn})); err != nil {
-		t.Fatal(err)
-	}
-	l, err := b.Leases.Acquire(ctx, tn, "a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, l := heldRecord(t, ctx, b, tn, time.Minute)
 	f := broker.NewFence(b, l)
 	before := nc.Stats().OutMsgs
 	if _, err := f.UpdateJob(ctx, id, countAttempt); err != nil {
@@ -149,14 +150,7 @@ func TestALostFenceKeyIsRaisedByARecordWrite(t *testing.T) {
 	defer cancel()
 	b := testBackend(t, ctx, testConn(t, testServer(t)), Config{InboxShards: 1})
 	tn := mustTenant("p", "u")
-	id := newJobIDOf(t, tn)
-	if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: tn})); err != nil {
-		t.Fatal(err)
-	}
-	a, err := b.Leases.Acquire(ctx, tn, "a", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, a := heldRecord(t, ctx, b, tn, time.Second)
 	j := b.Jobs.(*jobs)
 	if err := j.s.Purge(ctx, jetstream.WithPurgeSubject(jobsFenceSubject(tn))); err != nil {
 		t.Fatal(err)
