@@ -41,7 +41,13 @@ func TestChaos(t *testing.T) {
 	// The protocol is under test here, not the sandbox: the agent appends to one shared log.
 	c := startCluster(t, chaosAgent, 1, "--set", "serve.interrupt_policy=queue", "--sandbox", "off")
 	ids := chaos(t, c, 6, 25)
+	// A job's record is final before its result is published, and a worker killed between
+	// the two leaves the result to the job's next owner: wait for every job's result.
 	results := countResults(t, c)
+	for deadline := time.Now().Add(90 * time.Second); !allCounted(ids, results) && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+		results = countResults(t, c)
+	}
 	for _, list := range ids {
 		for _, id := range list {
 			if results[id] != 1 {
@@ -49,6 +55,18 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
+}
+
+// allCounted reports whether every job in ids has a result in results.
+func allCounted(ids map[string][]string, results map[string]int) bool {
+	for _, list := range ids {
+		for _, id := range list {
+			if results[id] == 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // TestChaosAWS is TestChaos on the awsq backend (SQS and DynamoDB emulators), scaled down to
