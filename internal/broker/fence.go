@@ -82,7 +82,9 @@ type FencedDelivery interface {
 	// FencedBy makes the delivery's later Ack, Retry and DeadLetter refused with ErrLeaseLost
 	// (and nothing changed) once a lease of its tenant newer than token's was acquired,
 	// checked by the store in one step with the settle; a backend may also refuse once
-	// token's lease ran out. It returns the delivery. Call it before settling.
+	// token's lease ran out. An Ack or DeadLetter of a job whose result the same connection
+	// published under token (FencedResults) is fenced by that publish already: a backend may
+	// accept it without a check of its own. It returns the delivery. Call it before settling.
 	FencedBy(token uint64) Delivery
 }
 

@@ -242,3 +242,25 @@ func (a *adapter) settleMark(ctx context.Context, t tenant.ID, token, seq uint64
 
 // jobsDoneSubject is t's settle mark in the job records' stream.
 func jobsDoneSubject(t tenant.ID) string { return "$KV." + bucketJobs + "._done." + t.Subject() }
+
+// finishedJobs are the jobs whose results this client published fenced, each with the token
+// the publish was conditioned on (bounded: a job forgotten writes its settle mark).
+type finishedJobs struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+func (f *finishedJobs) add(id string, token uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	putBounded(&f.m, id, token)
+}
+
+// take reports whether id's result was published under token, and forgets it.
+func (f *finishedJobs) take(id string, token uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.m[id]
+	delete(f.m, id)
+	return ok && t == token
+}

@@ -170,3 +170,57 @@ func TestALostFenceKeyIsRaisedByARecordWrite(t *testing.T) {
 		t.Fatalf("record %+v, %v; want the one write stored", rec, err)
 	}
 }
+
+// TestAnAckAfterItsResultWritesNoMark: a holder's Ack of a job whose result it has just
+// published under its lease sends nothing (that publish was the job's fence); an Ack without
+// one writes the settle mark. Either way the job is not delivered again.
+func TestAnAckAfterItsResultWritesNoMark(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc := testConn(t, testServer(t))
+	b := testBackend(t, ctx, nc, Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	ids := []string{newJobIDOf(t, tn), newJobIDOf(t, tn)}
+	for _, id := range ids {
+		if err := b.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tn}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := b.Leases.Acquire(ctx, tn, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := broker.NewFence(b, l)
+	q, err := b.Inbox.Open(ctx, tn, broker.QueueOptions{AckWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close(ctx)
+	for i, withResult := range []bool{true, false} {
+		d, err := q.Next(ctx, 5*time.Second)
+		if err != nil || d.Job().ID != ids[i] {
+			t.Fatalf("next: %v, %v; want job %s", d, err, ids[i])
+		}
+		d = f.Delivery(d)
+		if withResult {
+			if err := f.PublishResult(ctx, broker.Result{JobID: d.Job().ID, Tenant: tn, State: broker.StateDone}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := nc.Stats().OutMsgs
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(1) // the settle mark
+		if withResult {
+			want = 0
+		}
+		if sent := nc.Stats().OutMsgs - before; sent != want {
+			t.Errorf("ack %d (a result published first: %v) sent %d messages; want %d", i, withResult, sent, want)
+		}
+	}
+	if d, err := q.Next(ctx, 200*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
+		t.Fatalf("after both acks: %v, %v; want no message", d, err)
+	}
+}

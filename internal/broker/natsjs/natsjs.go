@@ -128,6 +128,7 @@ type adapter struct {
 	jobsStream              jetstream.Stream // the stream under the jobs bucket
 	fences                  *fences          // the tenants' fence keys in the results
 	settles                 *fences          // the tenants' fence keys in the job records' stream
+	finished                finishedJobs     // results this client published fenced (see delivery.fence)
 }
 
 func (a *adapter) setup(ctx context.Context) error {

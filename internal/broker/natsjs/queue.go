@@ -485,9 +485,14 @@ func (d *delivery) FencedBy(token uint64) broker.Delivery {
 	return d
 }
 
-// fence writes d's settle mark when d is fenced.
+// fence writes d's settle mark when d is fenced, unless this client published d's job's
+// result under d's token: that publish was fenced by the same acquisition (the results'
+// fence key is raised with the records'), so the job was finished under the lease, and its
+// message may go whoever removes it. A stale owner's Ack after such a result moves only its
+// own cursor past a job that is done; a later owner that reads the job re-settles it from its
+// final record. Retry, and a settle with no result, write the mark.
 func (d *delivery) fence(ctx context.Context) error {
-	if d.token == 0 {
+	if d.token == 0 || d.q.in.a.finished.take(d.job.ID, d.token) {
 		return nil
 	}
 	return d.q.in.a.settleMark(ctx, d.q.t, d.token, d.seq)
@@ -519,6 +524,7 @@ func (d *delivery) Ack(ctx context.Context) error {
 }
 
 func (d *delivery) Retry(ctx context.Context, delay time.Duration) error {
+	d.q.in.a.finished.take(d.job.ID, d.token) // a job retried is not finished: its mark is written
 	if err := d.fence(ctx); err != nil {
 		return err
 	}

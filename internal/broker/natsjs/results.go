@@ -93,6 +93,7 @@ func (r *results) PublishFenced(ctx context.Context, t tenant.ID, token uint64, 
 		if err != nil {
 			return ctxErr(ctx, fmt.Errorf("natsjs: publish result %s: %w", res.JobID, err))
 		}
+		r.a.finished.add(res.JobID, token)
 		return nil
 	}
 	return fmt.Errorf("natsjs: publish result %s: the fence of %s keeps changing; try again", res.JobID, t)
