@@ -240,6 +240,13 @@ type ResultDelivery interface {
 	Ack(ctx context.Context) error
 }
 
+// RecordedResult is an optional capability of ResultDelivery: the backend knows the job's
+// record already holds this result as final, written by the holder that published it under
+// the same lease, and still in the store, so the router need not read it back to make it so.
+type RecordedResult interface {
+	Recorded() bool
+}
+
 // Signals carries best-effort, low-latency notices to a tenant's current owner. A lost
 // signal costs latency, never correctness.
 type Signals interface {

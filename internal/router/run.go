@@ -247,7 +247,10 @@ func laneOf(t tenant.ID) int {
 func (r *Router) handleResult(ctx context.Context, d broker.ResultDelivery) {
 	res := d.Result()
 	log := r.log.With(slog.String("tenant", res.Tenant.String()), slog.String("job", res.JobID))
-	res, err := r.recordResult(ctx, res)
+	var err error
+	if rd, ok := d.(broker.RecordedResult); !ok || !rd.Recorded() {
+		res, err = r.recordResult(ctx, res)
+	}
 	if err == nil && r.cfg.OnResult != nil {
 		err = r.cfg.OnResult(ctx, res)
 	}

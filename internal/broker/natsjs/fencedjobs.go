@@ -81,6 +81,7 @@ func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token u
 		if err != nil {
 			return rec, fmt.Errorf("natsjs: encode job record %s: %w", id, err)
 		}
+		on := j.a.nc.ConnectedServerId()
 		ack, err := j.a.js.Publish(ctx, "$KV."+bucketJobs+"."+g+"."+id, data,
 			jetstream.WithExpectLastSequenceForSubject(snap.seq, groupFilter(g)))
 		if isWrongLastSeq(err) {
@@ -92,7 +93,10 @@ func (j *jobs) UpdateFenced(ctx context.Context, id string, t tenant.ID, token u
 			return rec, ctxErr(ctx, wrap("update record for", id, err))
 		}
 		j.remember(id, writtenRecord{data: data, rev: ack.Sequence}, true)
-		j.rememberFenced(id, fencedWrite{tenant: t, token: token, data: data, seq: ack.Sequence})
+		if j.a.nc.ConnectedServerId() != on {
+			on = "" // stored by one server or the next: which, the ack does not say
+		}
+		j.rememberFenced(id, fencedWrite{tenant: t, token: token, data: data, seq: ack.Sequence, final: rec.State.Final(), on: on})
 		return rec, nil
 	}
 	return broker.JobRecord{}, fmt.Errorf("natsjs: update record for %s: the records of %s's group keep changing; try again", id, t)
@@ -110,6 +114,17 @@ type fencedWrite struct {
 	token  uint64
 	data   []byte
 	seq    uint64
+	final  bool   // the record it wrote is final
+	on     string // the server that stored it, when known (nats.Conn.ConnectedServerId)
+}
+
+// recordedOn is the server that stored the final record of id this client wrote last under
+// t's token, or "" when it wrote none (see recordedHeader).
+func (j *jobs) recordedOn(id string, t tenant.ID, token uint64) string {
+	if w, ok := j.lastFenced(id, t, token); ok && w.final {
+		return w.on
+	}
+	return ""
 }
 
 func (j *jobs) lastFenced(id string, t tenant.ID, token uint64) (fencedWrite, bool) {

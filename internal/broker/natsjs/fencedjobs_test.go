@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -222,5 +223,90 @@ func TestAnAckAfterItsResultWritesNoMark(t *testing.T) {
 	}
 	if d, err := q.Next(ctx, 200*time.Millisecond); !errors.Is(err, broker.ErrNoMessage) {
 		t.Fatalf("after both acks: %v, %v; want no message", d, err)
+	}
+}
+
+// TestAResultSaysItsRecordIsFinal: a result its holder publishes right after making the job's
+// record final under the same lease reaches the router as recorded (it need not read the
+// record back); one published after a record write that is not final is not, nor is one
+// that reaches the router from a restarted server, which may have lost the record's write
+// (records persist asynchronously).
+func TestAResultSaysItsRecordIsFinal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var srv *server.Server
+	start := func() *broker.Backend {
+		var err error
+		if srv, err = StartServer(ServerConfig{Dir: dir, NoSync: true, User: "u", Password: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+		return testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	}
+	b := start()
+	tn := mustTenant("p", "u")
+	finish := func(b *broker.Backend, f *broker.Fence, final bool) string {
+		id := newJobIDOf(t, tn)
+		if err := b.Jobs.Create(ctx, broker.QueuedRecord(broker.Job{ID: id, Tenant: tn})); err != nil {
+			t.Fatal(err)
+		}
+		res := broker.Result{JobID: id, Tenant: tn, State: broker.StateDone}
+		if _, err := f.UpdateJob(ctx, id, func(r *broker.JobRecord) error {
+			r.State = broker.StateRunning
+			if final {
+				r.State, r.Result = broker.StateDone, &res
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.PublishResult(ctx, res); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	hold := func(b *broker.Backend) (*broker.Fence, broker.Lease) {
+		l, err := b.Leases.Acquire(ctx, tn, "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return broker.NewFence(b, l), l
+	}
+	f, l := hold(b)
+	restarted := finish(b, f, true)
+	if err := b.Leases.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	b = start()
+	d, err := b.Results.Next(ctx)
+	if err != nil || d.Result().JobID != restarted {
+		t.Fatalf("after the restart: %v, %v; want the result of %s", d, err, restarted)
+	}
+	if d.(broker.RecordedResult).Recorded() {
+		t.Errorf("a result read from a restarted server says its record is final")
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = hold(b)
+	want := map[string]bool{finish(b, f, true): true, finish(b, f, false): false}
+	for range want {
+		d, err := b.Results.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.(broker.RecordedResult).Recorded(); got != want[d.Result().JobID] {
+			t.Errorf("result of %s recorded: %v; want %v", d.Result().JobID, got, want[d.Result().JobID])
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -98,8 +98,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*broker.Backend, error
 		return nil, err
 	}
 	cl := newClaims(a)
-	rs := newResults(a)
 	jb := &jobs{kv: a.jobs, s: a.jobsStream, a: a}
+	rs := newResults(a, jb)
 	return &broker.Backend{
 		Inbox:    &inbox{a: a, jobs: jb},
 		Claims:   cl,

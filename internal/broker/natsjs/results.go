@@ -18,8 +18,16 @@ import (
 // results publishes to the tenant's result shard and reads every shard: a goroutine per
 // shard, from the first Next to Close, pulls the router's consumer there and hands each
 // result over when Next asks (results are fetched ahead by up to resultBatch per shard).
+// recordedHeader on a result published fenced names the server that stored the job's final
+// record with that result, written by the same client under the same lease just before. The
+// router need not read the record back while that server is the one it reads results from
+// (resultDelivery.Recorded): the records persist asynchronously on a single server, and only a
+// restart of the server (a new id) can have lost the write.
+const recordedHeader = "Wo-Recorded-On"
+
 type results struct {
 	a      *adapter
+	jobs   *jobs // this client's fenced record writes (recordedHeader)
 	start  sync.Once
 	next   chan fetched // unbuffered: a shard's result waits for a Next
 	ctx    context.Context
@@ -32,9 +40,9 @@ type fetched struct {
 	err error
 }
 
-func newResults(a *adapter) *results {
+func newResults(a *adapter, jb *jobs) *results {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &results{a: a, next: make(chan fetched), ctx: ctx, cancel: cancel}
+	return &results{a: a, jobs: jb, next: make(chan fetched), ctx: ctx, cancel: cancel}
 }
 
 // resultStream is a result shard's stream. On one replica it serves direct gets, and the
@@ -85,7 +93,11 @@ func (r *results) PublishFenced(ctx context.Context, t tenant.ID, token uint64, 
 		if err != nil {
 			return err
 		}
-		_, err = r.a.js.Publish(ctx, sh.subject+t.Subject(), data, jetstream.WithMsgID("result-"+res.JobID),
+		msg := &nats.Msg{Subject: sh.subject + t.Subject(), Data: data}
+		if on := r.jobs.recordedOn(res.JobID, t, token); on != "" {
+			msg.Header = nats.Header{recordedHeader: []string{on}}
+		}
+		_, err = r.a.js.PublishMsg(ctx, msg, jetstream.WithMsgID("result-"+res.JobID),
 			jetstream.WithExpectLastSequenceForSubject(m.seq, sh.fenceSubject(t)))
 		if isWrongLastSeq(err) {
 			continue
@@ -162,7 +174,7 @@ func (r *results) serve(it jetstream.MessagesContext, grace context.Context) jet
 			r.hand(fetched{err: fmt.Errorf("natsjs: next result: %w", err)})
 			return nil
 		}
-		d, err := decodeResult(m)
+		d, err := r.decodeResult(m)
 		if err != nil {
 			_ = m.Term() // it can never be served
 			continue
@@ -223,8 +235,11 @@ func (r *results) hand(f fetched) bool {
 }
 
 // decodeResult reads a fetched result and its delivery count.
-func decodeResult(m jetstream.Msg) (*resultDelivery, error) {
+func (r *results) decodeResult(m jetstream.Msg) (*resultDelivery, error) {
 	d := &resultDelivery{m: m, attempt: 1}
+	if on := m.Headers().Get(recordedHeader); on != "" {
+		d.recorded = r.a.cfg.Replicas > 1 || on == r.a.nc.ConnectedServerId()
+	}
 	if err := json.Unmarshal(m.Data(), &d.res); err != nil {
 		return nil, err
 	}
@@ -241,10 +256,17 @@ func (r *results) close() {
 }
 
 type resultDelivery struct {
-	res     broker.Result
-	m       jetstream.Msg
-	attempt int
+	res      broker.Result
+	m        jetstream.Msg
+	attempt  int
+	recorded bool // see recordedHeader
 }
+
+var _ broker.RecordedResult = (*resultDelivery)(nil)
+
+// Recorded: the job's final record holds this result, stored by the server this client reads
+// from (on more than one replica, by a quorum) under the lease the result was published under.
+func (d *resultDelivery) Recorded() bool { return d.recorded }
 
 func (d *resultDelivery) Result() broker.Result { return d.res }
 func (d *resultDelivery) Attempt() int          { return d.attempt }
