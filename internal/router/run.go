@@ -272,6 +272,8 @@ const maxResultAttempts = 20
 
 // recordResult makes the job's record final from its result when the record lags (records
 // persist asynchronously, the results stream does not), and returns the result to act on.
+// handleResult skips it for a result whose backend knows the record holds it already
+// (broker.RecordedResult).
 // When the record is already final, that is the result the record holds, not the message's
 // copy: the record was written by the lease holder's fenced write, while on a backend without
 // a conditional send a message can be sent after its sender's lease ran out, so a message
