@@ -18,11 +18,12 @@ import (
 // results publishes to the tenant's result shard and reads every shard: a goroutine per
 // shard, from the first Next to Close, pulls the router's consumer there and hands each
 // result over when Next asks (results are fetched ahead by up to resultBatch per shard).
-// recordedHeader on a result published fenced names the server that stored the job's final
-// record with that result, written by the same client under the same lease just before. The
-// router need not read the record back while that server is the one it reads results from
-// (resultDelivery.Recorded): the records persist asynchronously on a single server, and only a
-// restart of the server (a new id) can have lost the write.
+// recordedHeader on a result published fenced names the server that acknowledged the job's
+// final record with that result, written by the same client under the same lease just
+// before. The router need not read the record back while that server, alone (no cluster: so
+// it holds the records' stream), is the one it reads results from (resultDelivery.Recorded):
+// the records persist asynchronously on a single server, and only a restart of the server (a
+// new id) can have lost the write. On more than one replica a quorum stored it.
 const recordedHeader = "Wo-Recorded-On"
 
 type results struct {
@@ -238,7 +239,7 @@ func (r *results) hand(f fetched) bool {
 func (r *results) decodeResult(m jetstream.Msg) (*resultDelivery, error) {
 	d := &resultDelivery{m: m, attempt: 1}
 	if on := m.Headers().Get(recordedHeader); on != "" {
-		d.recorded = r.a.cfg.Replicas > 1 || on == r.a.nc.ConnectedServerId()
+		d.recorded = r.a.cfg.Replicas > 1 || r.a.nc.ConnectedClusterName() == "" && on == r.a.nc.ConnectedServerId()
 	}
 	if err := json.Unmarshal(m.Data(), &d.res); err != nil {
 		return nil, err
@@ -264,8 +265,9 @@ type resultDelivery struct {
 
 var _ broker.RecordedResult = (*resultDelivery)(nil)
 
-// Recorded: the job's final record holds this result, stored by the server this client reads
-// from (on more than one replica, by a quorum) under the lease the result was published under.
+// Recorded: the job's final record holds this result, stored by the lone server this client
+// reads from (on more than one replica, by a quorum) under the lease the result was published
+// under.
 func (d *resultDelivery) Recorded() bool { return d.recorded }
 
 func (d *resultDelivery) Result() broker.Result { return d.res }
