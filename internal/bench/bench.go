@@ -149,7 +149,7 @@ func (r *rig) connect(ctx context.Context) (*broker.Backend, error) {
 		return nil, err
 	}
 	r.closers = append(r.closers, nc.Close)
-	return natsjs.New(ctx, nc, natsjs.Config{})
+	return natsjs.New(ctx, nc, natsjs.Config{EngineID: r.srv.ID()}) // as serve's
 }
 
 // pool starts an in-process pool; stop waits for it.

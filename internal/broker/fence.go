@@ -43,8 +43,10 @@ import (
 //     condition beside the ledger's update, itself conditioned on the queue's receipt
 //     handle); natsjs (each settle first writes the tenant's settle mark in the records'
 //     stream on the condition that the tenant's fence key there is still the one the holder's
-//     acquisition wrote, and the queue acts on the settle only once the mark is accepted: a
-//     job leaves the inbox only by a removal the store accepted under its remover's lease).
+//     acquisition wrote, and the queue acts on the settle only once the mark is accepted, or
+//     the job's result, which the same connection published fenced under the same lease, was:
+//     a job leaves the inbox only once the store accepted, under its remover's lease, its
+//     removal or its end).
 //
 // Safe for concurrent use.
 type Fence struct {

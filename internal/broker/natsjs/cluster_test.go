@@ -87,6 +87,7 @@ func TestEmbeddedEnginesFormACluster(t *testing.T) {
 		run(members[i%3], members[(i+1)%3], fmt.Sprintf("fresh%d", i))
 	}
 	fencedRecordsAcross(t, ctx, members[0], members[1])
+	staleDuplicateAckAcross(t, ctx, members[0], members[1])
 	if err := members[0].Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +148,47 @@ func fencedRecordsAcross(t *testing.T, ctx context.Context, one, other *broker.B
 	rec, err := broker.NewFence(one, b).UpdateJob(ctx, id, mark(broker.StateDone))
 	if err != nil || rec.LeaseToken != b.Token {
 		t.Fatalf("the newer owner's write: %+v, %v", rec, err)
+	}
+}
+
+// staleDuplicateAckAcross: a cluster answers a result published again (its message id seen)
+// as a duplicate before it checks the fence, so an older holder's copy of the newer owner's
+// result is not refused; its Ack of the job must still be.
+func staleDuplicateAckAcross(t *testing.T, ctx context.Context, one, other *broker.Backend) {
+	t.Helper()
+	tn := tenant.ID{Project: "p", User: "duplicate"}
+	id, err := broker.JobIDFor(broker.NewJobID(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Inbox.Publish(ctx, broker.Job{ID: id, Tenant: tn}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := other.Leases.Acquire(ctx, tn, "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := other.Inbox.Open(ctx, tn, broker.QueueOptions{AckWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = q.Close(ctx) }()
+	d, err := q.Next(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := broker.NewFence(other, a)
+	d = fa.Delivery(d)
+	b := natsjs.AcquireOnceExpired(t, ctx, one, tn)
+	res := broker.Result{JobID: id, Tenant: tn, State: broker.StateDone}
+	if err := broker.NewFence(one, b).PublishResult(ctx, res); err != nil {
+		t.Fatalf("the newer owner's result: %v", err)
+	}
+	if err := fa.PublishResult(ctx, res); err != nil && !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("the older holder's copy of it: %v", err)
+	}
+	if err := d.Ack(ctx); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("the older holder's ack after its copy of the result: %v; want ErrLeaseLost", err)
 	}
 }
 

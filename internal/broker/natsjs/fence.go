@@ -25,8 +25,8 @@ import (
 // holder that needs it. Two streams carry fence keys:
 //   - the tenant's result shard, subject "<shard's subject>f.<p>.<u>" (wo.out.f.site.alice):
 //     a holder's results (results.PublishFenced);
-//   - the job records' stream, subject "$KV.wo_jobs._fence.<p>.<u>": a holder's settles of its
-//     deliveries (see settleMark).
+//   - the job records' stream, subject "$KV.wo_jobs.<g>._fence.<p>.<u>" (jobsFenceSubject): a
+//     holder's record writes and settles of its deliveries (see settleMark).
 type fences struct {
 	a *adapter
 	// at is where t's fence key is: its stream and subject.
@@ -217,7 +217,8 @@ func (f *fences) remember(t tenant.ID, m fenceMark) {
 // token: ErrLeaseLost, and nothing written, once a newer owner acquired t. The queue acts on a
 // settle only after its mark is accepted (it moves its cursor past an acknowledged job, whose
 // removal then comes with the others', or holds a retried one back), so a job is removed from
-// the inbox only once the store accepted its removal under its remover's lease. A mark that
+// the inbox only once the store accepted its removal, or its result (delivery.fence: no mark
+// then), under its remover's lease. A mark that
 // meets a changed fence key reads it again once. On a single server the records' stream
 // persists asynchronously: a crash of the server may lose a raise of the key, and the
 // previous owner's settles then pass until the holder's next settle raises it again.

@@ -227,10 +227,10 @@ func TestAnAckAfterItsResultWritesNoMark(t *testing.T) {
 }
 
 // TestAResultSaysItsRecordIsFinal: a result its holder publishes right after making the job's
-// record final under the same lease reaches the router as recorded (it need not read the
-// record back); one published after a record write that is not final is not, nor is one
-// that reaches the router from a restarted server, which may have lost the record's write
-// (records persist asynchronously).
+// record final under the same lease reaches a router in the engine's process as recorded (it
+// need not read the record back); one published after a record write that is not final is
+// not, nor is one that reaches the router from a restarted engine, which may have lost the
+// record's write (records persist asynchronously), nor one read from an engine elsewhere.
 func TestAResultSaysItsRecordIsFinal(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -243,7 +243,7 @@ func TestAResultSaysItsRecordIsFinal(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-		return testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+		return testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1, EngineID: srv.ID()})
 	}
 	b := start()
 	tn := mustTenant("p", "u")
@@ -304,6 +304,13 @@ func TestAResultSaysItsRecordIsFinal(t *testing.T) {
 		}
 		if got := d.(broker.RecordedResult).Recorded(); got != want[d.Result().JobID] {
 			t.Errorf("result of %s recorded: %v; want %v", d.Result().JobID, got, want[d.Result().JobID])
+		}
+		if want[d.Result().JobID] { // through a connection to an engine in another process
+			elsewhere := *d.(*resultDelivery)
+			elsewhere.a = &adapter{nc: elsewhere.a.nc, cfg: Config{Replicas: 1}}
+			if elsewhere.Recorded() {
+				t.Errorf("a result read from an engine outside this process says its record is final")
+			}
 		}
 		if err := d.Ack(ctx); err != nil {
 			t.Fatal(err)

@@ -41,6 +41,10 @@ type Config struct {
 	// (so a process that does not say never scales a cluster's streams down), else 3 when
 	// the server is part of a cluster and 1 when it is not.
 	Replicas int
+	// EngineID is the id of the engine this process runs and is connected to in-process
+	// (openEmbedded), if so: a result whose final record that engine stored, on one replica,
+	// is not read back (see recordedHeader). Elsewhere only more replicas make it so.
+	EngineID string
 	// ClaimAckWait is how long a claim request handed out may stay unacknowledged before it is
 	// waiting again. Default 5s.
 	ClaimAckWait time.Duration

@@ -128,7 +128,7 @@ func openEmbedded(ctx context.Context, url string, opts broker.Options) (*broker
 		stop()
 		return nil, err
 	}
-	cfg, where := Config{Replicas: 1, Logger: opts.Logger}, "embedded NATS in "+dir
+	cfg, where := Config{Replicas: 1, Logger: opts.Logger, EngineID: srv.ID()}, "embedded NATS in "+dir
 	if e.cluster != nil {
 		// A member sets up once enough members are up to hold the replicas: settle waits.
 		cfg.Replicas = e.replicas

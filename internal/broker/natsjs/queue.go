@@ -479,18 +479,20 @@ var _ broker.FencedDelivery = (*delivery)(nil)
 // FencedBy conditions d's settles on its tenant's lease carrying token, in the store: each
 // Ack, Retry and DeadLetter first writes its settle mark on the condition of the tenant's
 // fence key (see settleMark), and is refused with ErrLeaseLost, changing nothing, once a
-// newer owner acquired the tenant.
+// newer owner acquired the tenant; an Ack or DeadLetter after the job's result, published
+// fenced under token through the same connection, writes none (see fence).
 func (d *delivery) FencedBy(token uint64) broker.Delivery {
 	d.token = token
 	return d
 }
 
 // fence writes d's settle mark when d is fenced, unless this client published d's job's
-// result under d's token: that publish was fenced by the same acquisition (the results'
-// fence key is raised with the records'), so the job was finished under the lease, and its
-// message may go whoever removes it. A stale owner's Ack after such a result moves only its
-// own cursor past a job that is done; a later owner that reads the job re-settles it from its
-// final record. Retry, and a settle with no result, write the mark.
+// result under d's token (stored, not a duplicate: a cluster answers a duplicate before it
+// checks the fence): that publish was fenced by the same acquisition (the results' fence key
+// is raised with the records'), so the job was finished under the lease, and its message may
+// go whoever removes it. A stale owner's Ack after such a result moves its cursor past a job
+// that is done, and its purge removes it later; a later owner that read the job meanwhile
+// re-settles it from its final record. Retry, and a settle with no result, write the mark.
 func (d *delivery) fence(ctx context.Context) error {
 	if d.token == 0 || d.q.in.a.finished.take(d.job.ID, d.token) {
 		return nil
@@ -533,7 +535,7 @@ func (d *delivery) Retry(ctx context.Context, delay time.Duration) error {
 }
 
 // DeadLetter writes a fenced delivery's settle mark before the dead letter, so a stale owner
-// leaves none.
+// leaves none, but for a job whose dead result it published under its lease (see fence).
 func (d *delivery) DeadLetter(ctx context.Context, reason string) error {
 	if err := d.fence(ctx); err != nil {
 		return err

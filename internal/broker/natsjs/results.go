@@ -20,10 +20,13 @@ import (
 // result over when Next asks (results are fetched ahead by up to resultBatch per shard).
 // recordedHeader on a result published fenced names the server that acknowledged the job's
 // final record with that result, written by the same client under the same lease just
-// before. The router need not read the record back while that server, alone (no cluster: so
-// it holds the records' stream), is the one it reads results from (resultDelivery.Recorded):
-// the records persist asynchronously on a single server, and only a restart of the server (a
-// new id) can have lost the write. On more than one replica a quorum stored it.
+// before. The router need not read the record back (resultDelivery.Recorded) when a quorum
+// stored it (more than one replica), or when that server is the engine running in the
+// router's own process (Config.EngineID), alone: the records persist asynchronously on a
+// single server, and only a crash of that engine, which the router does not outlive, can
+// lose the write. A result re-read after a restart names an engine that is gone (ids are new
+// at every start), and any other server may be a leaf or a cluster member that does not
+// hold the records, or restart behind the router's back: the record is read.
 const recordedHeader = "Wo-Recorded-On"
 
 type results struct {
@@ -98,7 +101,7 @@ func (r *results) PublishFenced(ctx context.Context, t tenant.ID, token uint64, 
 		if on := r.jobs.recordedOn(res.JobID, t, token); on != "" {
 			msg.Header = nats.Header{recordedHeader: []string{on}}
 		}
-		_, err = r.a.js.PublishMsg(ctx, msg, jetstream.WithMsgID("result-"+res.JobID),
+		ack, err := r.a.js.PublishMsg(ctx, msg, jetstream.WithMsgID("result-"+res.JobID),
 			jetstream.WithExpectLastSequenceForSubject(m.seq, sh.fenceSubject(t)))
 		if isWrongLastSeq(err) {
 			continue
@@ -106,7 +109,9 @@ func (r *results) PublishFenced(ctx context.Context, t tenant.ID, token uint64, 
 		if err != nil {
 			return ctxErr(ctx, fmt.Errorf("natsjs: publish result %s: %w", res.JobID, err))
 		}
-		r.a.finished.add(res.JobID, token)
+		if !ack.Duplicate { // a cluster answers a duplicate before it checks the fence
+			r.a.finished.add(res.JobID, token)
+		}
 		return nil
 	}
 	return fmt.Errorf("natsjs: publish result %s: the fence of %s keeps changing; try again", res.JobID, t)
@@ -237,10 +242,7 @@ func (r *results) hand(f fetched) bool {
 
 // decodeResult reads a fetched result and its delivery count.
 func (r *results) decodeResult(m jetstream.Msg) (*resultDelivery, error) {
-	d := &resultDelivery{m: m, attempt: 1}
-	if on := m.Headers().Get(recordedHeader); on != "" {
-		d.recorded = r.a.cfg.Replicas > 1 || r.a.nc.ConnectedClusterName() == "" && on == r.a.nc.ConnectedServerId()
-	}
+	d := &resultDelivery{m: m, attempt: 1, a: r.a, recordedOn: m.Headers().Get(recordedHeader)}
 	if err := json.Unmarshal(m.Data(), &d.res); err != nil {
 		return nil, err
 	}
@@ -257,18 +259,27 @@ func (r *results) close() {
 }
 
 type resultDelivery struct {
-	res      broker.Result
-	m        jetstream.Msg
-	attempt  int
-	recorded bool // see recordedHeader
+	res        broker.Result
+	m          jetstream.Msg
+	attempt    int
+	a          *adapter
+	recordedOn string // see recordedHeader
 }
 
 var _ broker.RecordedResult = (*resultDelivery)(nil)
 
-// Recorded: the job's final record holds this result, stored by the lone server this client
-// reads from (on more than one replica, by a quorum) under the lease the result was published
-// under.
-func (d *resultDelivery) Recorded() bool { return d.recorded }
+// Recorded: the job's final record holds this result, written under the lease the result was
+// published under and stored by a quorum, or by the engine in this process (recordedHeader).
+func (d *resultDelivery) Recorded() bool {
+	switch engine := d.a.cfg.EngineID; {
+	case d.recordedOn == "":
+		return false
+	case d.a.cfg.Replicas > 1:
+		return true
+	default:
+		return engine != "" && d.recordedOn == engine && d.a.nc.ConnectedServerId() == engine
+	}
+}
 
 func (d *resultDelivery) Result() broker.Result { return d.res }
 func (d *resultDelivery) Attempt() int          { return d.attempt }
