@@ -97,6 +97,18 @@ func (f *fences) mark(ctx context.Context, t tenant.ID, token uint64, reread boo
 	return fenceMark{}, fmt.Errorf("natsjs: the fence of %s keeps changing; try again", t)
 }
 
+// markNew is mark for a new acquisition (read again), which when first writes t's fence key
+// on the condition that it has none, before any read.
+func (f *fences) markNew(ctx context.Context, t tenant.ID, token uint64, first bool) (fenceMark, error) {
+	if _, ok := f.remembered(t); first && !ok {
+		m, err := f.raise(ctx, t, token, 0)
+		if !errors.Is(err, broker.ErrConflict) {
+			return m, err
+		}
+	}
+	return f.mark(ctx, t, token, true)
+}
+
 // maxFenceTries bounds mark's compare-and-set attempts.
 const maxFenceTries = 5
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/webordinary/webordinary/internal/broker"
@@ -28,6 +29,12 @@ import (
 type leaseStore struct {
 	shards []leaseShard // by shardIndex(tenant)
 	js     jetstream.JetStream
+
+	mu sync.Mutex
+	// firsts holds, for tenants whose lease key CreateLease found never written (bounded),
+	// the revision it created: their first acquisition, whose fence keys are likely never
+	// written either (see leases.fence).
+	firsts map[string]uint64
 }
 
 // leaseShard is one of the leases' buckets: wo_leases, wo_leases_1, … A server stores and
@@ -102,11 +109,15 @@ func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl tim
 // fence raises the fence keys of a lease just acquired, all at once. When it cannot, the
 // lease is released (compare-and-delete) and the error returned: a holder that cannot fence
 // must not hold.
+// A tenant's first acquisition (its lease key never written) first tries to write each fence
+// key on the condition that it has never been written either, with no read: a key that
+// exists fails the condition, and is read and raised as on any other acquisition.
 func (l *leases) fence(ctx context.Context, lease broker.Lease) (broker.Lease, error) {
+	first := l.store.first(lease.Tenant, lease.Version)
 	errs := make([]error, len(l.fences))
 	var wg sync.WaitGroup
 	for i, f := range l.fences {
-		wg.Go(func() { _, errs[i] = f.mark(ctx, lease.Tenant, lease.Token, true) })
+		wg.Go(func() { _, errs[i] = f.markNew(ctx, lease.Tenant, lease.Token, first) })
 	}
 	wg.Wait()
 	err := errors.Join(errs...)
@@ -135,15 +146,80 @@ func (s *leaseStore) ReadLease(ctx context.Context, t tenant.ID) (broker.Lease, 
 	return v.lease(t, e.Revision()), nil
 }
 
+// CreateLease is the KeyValue's create, written out to tell a key never written (its tenant's
+// first acquisition, remembered in firsts) from one written over its delete marker (a release).
 func (s *leaseStore) CreateLease(ctx context.Context, l broker.Lease) (uint64, error) {
-	rev, err := s.of(l.Tenant).kv.Create(ctx, l.Tenant.Subject(), valueOf(l), jetstream.KeyTTL(l.TTL))
-	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
-		return 0, broker.ErrExists
+	rev, err := s.ReplaceLease(ctx, l, 0) // 0: the key has no message
+	if err == nil {
+		s.mu.Lock()
+		putBounded(&s.firsts, l.Tenant.Subject(), rev)
+		s.mu.Unlock()
+		return rev, nil
 	}
+	if !errors.Is(err, broker.ErrConflict) {
+		return 0, err
+	}
+	seq, removed, err := s.last(ctx, l.Tenant)
+	if err != nil { // no direct get (an older setup turned it off): the KeyValue's own way
+		rev, err := s.of(l.Tenant).kv.Create(ctx, l.Tenant.Subject(), valueOf(l), jetstream.KeyTTL(l.TTL))
+		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) {
+			return 0, broker.ErrExists
+		}
+		if err != nil {
+			return 0, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", l.Tenant, err))
+		}
+		return rev, nil
+	}
+	if !removed {
+		return 0, broker.ErrExists // live or run out: the rules take over one that ran out
+	}
+	rev, err = s.ReplaceLease(ctx, l, seq)
+	if errors.Is(err, broker.ErrConflict) {
+		return 0, broker.ErrExists // another acquisition came first
+	}
+	return rev, err
+}
+
+// last reads the last message of t's lease key with a direct get: its sequence (0: none) and
+// whether it is a delete or purge marker.
+func (s *leaseStore) last(ctx context.Context, t tenant.ID) (seq uint64, removed bool, err error) {
+	sh := s.of(t)
+	m, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+sh.bucket+".$KV."+sh.bucket+"."+t.Subject(), nil)
 	if err != nil {
-		return 0, ctxErr(ctx, fmt.Errorf("natsjs: acquire %s: %w", l.Tenant, err))
+		return 0, false, err
 	}
-	return rev, nil
+	switch status := m.Header.Get("Status"); status {
+	case "":
+	case "404":
+		return 0, false, nil
+	default:
+		return 0, false, fmt.Errorf("natsjs: read the lease of %s: %s %s", t, status, m.Header.Get("Description"))
+	}
+	seq, err = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	return seq, removedMarker(m.Header), err
+}
+
+// removedMarker reports whether a key's message with header h is a delete or purge marker:
+// the KeyValue's own, or the server's marker for a key whose TTL ran out (as the KeyValue's
+// Get reads them).
+func removedMarker(h nats.Header) bool {
+	if h.Get(kvOperation) != "" {
+		return true
+	}
+	switch h.Get(jetstream.MarkerReasonHeader) {
+	case "MaxAge", "Purge", "Remove":
+		return true
+	}
+	return false
+}
+
+// first reports whether rev created t's lease key, never written before, and forgets it.
+func (s *leaseStore) first(t tenant.ID, rev uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.firsts[t.Subject()]
+	delete(s.firsts, t.Subject())
+	return ok && r == rev
 }
 
 func (s *leaseStore) ReplaceLease(ctx context.Context, l broker.Lease, version uint64) (uint64, error) {

@@ -200,3 +200,74 @@ func TestANewTenureRaisesItsFenceKeysWithoutReads(t *testing.T) {
 		t.Fatalf("the second tenure read the fence keys %d times (the first %d): %v; want none", len(got), len(first), got)
 	}
 }
+
+// TestATenantsFirstAcquisitionReadsNoFenceKey: the first acquisition of a tenant (its lease
+// key never written) writes its fence keys on the condition that they have never been written
+// either, reading neither; a process acquiring a tenant someone else released reads them.
+func TestATenantsFirstAcquisitionReadsNoFenceKey(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
+	other := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2}) // remembers no fence key
+	reads := apiRequests(t, nc, func(m *nats.Msg) bool {
+		asked := m.Subject + string(m.Data)
+		return strings.Contains(asked, "_fence.") || strings.Contains(asked, ".f.")
+	})
+	tn := mustTenant("p", "u")
+	tenure := func(b *broker.Backend) []string {
+		l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Leases.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		return reads()
+	}
+	if got := tenure(b); len(got) != 0 {
+		t.Fatalf("the tenant's first acquisition read its fence keys %d times: %v; want none", len(got), got)
+	}
+	if got := tenure(other); len(got) != 2 {
+		t.Fatalf("an acquisition after another process's release read the fence keys %d times: %v; want 2", len(got), got)
+	}
+}
+
+// TestAFirstAcquisitionOverAnOldFenceRaisesIt: a lease key the engine lost altogether (no
+// marker left) makes the next acquisition look like the tenant's first; the fence keys it
+// finds written are read and raised all the same, so the older holder's writes are refused.
+func TestAFirstAcquisitionOverAnOldFenceRaisesIt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	other := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	tn := mustTenant("p", "u")
+	old, err := b.Leases.Acquire(ctx, tn, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, "KV_"+bucketLeases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(ctx, jetstream.WithPurgeSubject("$KV."+bucketLeases+"."+tn.Subject())); err != nil {
+		t.Fatal(err)
+	}
+	l, err := other.Leases.Acquire(ctx, tn, "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := broker.Result{JobID: newJobIDOf(t, tn), Tenant: tn, State: broker.StateDone}
+	if err := broker.NewFence(b, old).PublishResult(ctx, res); !errors.Is(err, broker.ErrLeaseLost) {
+		t.Fatalf("the older holder's result: %v; want ErrLeaseLost", err)
+	}
+	if err := broker.NewFence(other, l).PublishResult(ctx, res); err != nil {
+		t.Fatalf("the newer holder's result: %v", err)
+	}
+}
