@@ -34,7 +34,10 @@ func TestStatelessWorkerResumesSession(t *testing.T) {
 	claude := agenttest.BuildFakeClaude(t)
 	c.cli(t, "project", "add", "--server", c.api, "--id", "site", "--repo", origin, "--agent", "claude", "--agent-command", claude)
 
-	a := c.statelessWorker(t, "a", previewAddr, "off")
+	// A's lease is short, to run out soon after A is killed; B's is not, so that a loaded
+	// machine does not make B miss a renewal and run job 2 twice (its second run finds the
+	// commit and only sends the result again).
+	a := c.statelessWorker(t, "a", previewAddr, "off", time.Second)
 	ctx := t.Context()
 	job1 := c.sendThread(ctx, "replace Hello with Job one in index.html")
 	session := matchOne(t, `started session ([0-9a-f-]{36}) \(turn 1\)`, job1.Result.Summary)
@@ -48,7 +51,7 @@ func TestStatelessWorkerResumesSession(t *testing.T) {
 	if browser == "" {
 		browser = "off"
 	}
-	c.statelessWorker(t, "b", previewAddr, browser)
+	c.statelessWorker(t, "b", previewAddr, browser, 10*time.Second)
 	job2 := c.sendThread(ctx, "replace Job one with Job two in index.html")
 	if got := matchOne(t, `resumed session ([0-9a-f-]{36}) \(turn 2\)`, job2.Result.Summary); got != session {
 		t.Fatalf("job 2 resumed session %s, expected job 1's %s", got, session)
@@ -128,13 +131,13 @@ func dashboardGet(t *testing.T, c *cluster, path string) string {
 
 // statelessWorker starts a worker process whose data, workspaces, state and shots are
 // directories of its own under dir/<name>, deploying previews into the engine; chromium is
-// its worker.chromium.
-func (c *cluster) statelessWorker(t *testing.T, name, previewAddr, chromium string) *os.Process {
+// its worker.chromium, ttl its worker.lease_ttl.
+func (c *cluster) statelessWorker(t *testing.T, name, previewAddr, chromium string, ttl time.Duration) *os.Process {
 	t.Helper()
 	own := filepath.Join(c.dir, name)
 	creds := c.natsCreds()
 	cmd := exec.Command(os.Args[0], "worker", "--nats", c.nats, "--data", filepath.Join(own, "data"), "--workers", "1",
-		"--set", "worker.lease_ttl=1s", "--log-level", "info", "--set", "worker.workspaces="+filepath.Join(own, "workspaces"),
+		"--set", "worker.lease_ttl="+ttl.String(), "--log-level", "info", "--set", "worker.workspaces="+filepath.Join(own, "workspaces"),
 		"--set", "worker.state="+filepath.Join(own, "state"), "--set", "worker.previews=engine", "--set", "worker.shots="+filepath.Join(own, "shots"),
 		"--set", "worker.chromium="+chromium, "--set", "worker.preview_port="+portOf(previewAddr))
 	// Its own data directory; the engine's credentials come from the environment, as on
