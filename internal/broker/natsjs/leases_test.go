@@ -180,12 +180,22 @@ func TestANewTenureRaisesItsFenceKeysWithoutReads(t *testing.T) {
 	srv := testServer(t)
 	nc := testConn(t, srv)
 	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
+	tenure := fenceKeyReads(t, ctx, nc, mustTenant("p", "u"))
+	first := tenure(b)
+	if got := tenure(b); len(got) != 0 {
+		t.Fatalf("the second tenure read the fence keys %d times (the first %d): %v; want none", len(got), len(first), got)
+	}
+}
+
+// fenceKeyReads returns a tenure of tn (acquired and released) through a backend, which
+// returns the reads of fence keys made on nc's server since the last.
+func fenceKeyReads(t *testing.T, ctx context.Context, nc *nats.Conn, tn tenant.ID) func(*broker.Backend) []string {
+	t.Helper()
 	reads := apiRequests(t, nc, func(m *nats.Msg) bool {
 		asked := m.Subject + string(m.Data)
 		return strings.Contains(asked, "_fence.") || strings.Contains(asked, ".f.")
 	})
-	tn := mustTenant("p", "u")
-	tenure := func() []string {
+	return func(b *broker.Backend) []string {
 		l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -194,10 +204,6 @@ func TestANewTenureRaisesItsFenceKeysWithoutReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		return reads()
-	}
-	first := tenure()
-	if got := tenure(); len(got) != 0 {
-		t.Fatalf("the second tenure read the fence keys %d times (the first %d): %v; want none", len(got), len(first), got)
 	}
 }
 
@@ -212,21 +218,7 @@ func TestATenantsFirstAcquisitionReadsNoFenceKey(t *testing.T) {
 	nc := testConn(t, srv)
 	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
 	other := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2}) // remembers no fence key
-	reads := apiRequests(t, nc, func(m *nats.Msg) bool {
-		asked := m.Subject + string(m.Data)
-		return strings.Contains(asked, "_fence.") || strings.Contains(asked, ".f.")
-	})
-	tn := mustTenant("p", "u")
-	tenure := func(b *broker.Backend) []string {
-		l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Leases.Release(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-		return reads()
-	}
+	tenure := fenceKeyReads(t, ctx, nc, mustTenant("p", "u"))
 	if got := tenure(b); len(got) != 0 {
 		t.Fatalf("the tenant's first acquisition read its fence keys %d times: %v; want none", len(got), got)
 	}
