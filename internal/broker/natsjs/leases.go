@@ -109,6 +109,7 @@ func (l *leases) Acquire(ctx context.Context, t tenant.ID, owner string, ttl tim
 // fence raises the fence keys of a lease just acquired, all at once. When it cannot, the
 // lease is released (compare-and-delete) and the error returned: a holder that cannot fence
 // must not hold.
+//
 // A tenant's first acquisition (its lease key never written) first tries to write each fence
 // key on the condition that it has never been written either, with no read: a key that
 // exists fails the condition, and is read and raised as on any other acquisition.

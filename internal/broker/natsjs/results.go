@@ -15,9 +15,6 @@ import (
 	"github.com/webordinary/webordinary/internal/tenant"
 )
 
-// results publishes to the tenant's result shard and reads every shard: a goroutine per
-// shard, from the first Next to Close, pulls the router's consumer there and hands each
-// result over when Next asks (results are fetched ahead by up to resultBatch per shard).
 // recordedHeader on a result published fenced names the server that acknowledged the job's
 // final record with that result, written by the same client under the same lease just
 // before. The router need not read the record back (resultDelivery.Recorded) when a quorum
@@ -29,6 +26,9 @@ import (
 // hold the records, or restart behind the router's back: the record is read.
 const recordedHeader = "Wo-Recorded-On"
 
+// results publishes to the tenant's result shard and reads every shard: a goroutine per
+// shard, from the first Next to Close, pulls the router's consumer there and hands each
+// result over when Next asks (results are fetched ahead by up to resultBatch per shard).
 type results struct {
 	a      *adapter
 	jobs   *jobs // this client's fenced record writes (recordedHeader)
