@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -315,5 +316,36 @@ func TestAResultSaysItsRecordIsFinal(t *testing.T) {
 		if err := d.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestServesEngineTrustsTheRecordsItStored: the embedded engine as serve opens it (its URL,
+// no configuration) makes a holder's result, published after its final record, reach the
+// router as recorded, so serve's router does not read the record back.
+func TestServesEngineTrustsTheRecordsItStored(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := openEmbedded(ctx, EmbeddedURL(filepath.Join(t.TempDir(), "nats")), broker.Options{User: "u", Password: "p", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	tn := mustTenant("p", "u")
+	id, l := heldRecord(t, ctx, b, tn, time.Minute)
+	f := broker.NewFence(b, l)
+	res := broker.Result{JobID: id, Tenant: tn, State: broker.StateDone}
+	if _, err := f.UpdateJob(ctx, id, func(r *broker.JobRecord) error { r.State, r.Result = broker.StateDone, &res; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.PublishResult(ctx, res); err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.Results.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd, ok := d.(broker.RecordedResult); !ok || !rd.Recorded() {
+		t.Fatalf("the result of %s through serve's engine is not recorded (capability %v)", id, ok)
 	}
 }
