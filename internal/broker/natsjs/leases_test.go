@@ -144,10 +144,7 @@ func TestAnAcquisitionReadsAFenceKeyWithoutDirectGets(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := testServer(t)
-	nc := testConn(t, srv)
-	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
-	other := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1}) // remembers no fence key
+	nc, b, other := twoHolders(t, ctx, 1)
 	tn := mustTenant("p", "u")
 	l, err := b.Leases.Acquire(ctx, tn, "w", 5*time.Second)
 	if err != nil {
@@ -187,6 +184,17 @@ func TestANewTenureRaisesItsFenceKeysWithoutReads(t *testing.T) {
 	}
 }
 
+// twoHolders is a server, a connection to it that opens no backend (for watching it), and
+// two backends on connections of their own, as two processes' (neither remembers the other's
+// fence keys), whose inbox has shards.
+func twoHolders(t *testing.T, ctx context.Context, shards int) (*nats.Conn, *broker.Backend, *broker.Backend) {
+	t.Helper()
+	srv := testServer(t)
+	nc := testConn(t, srv)
+	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: shards})
+	return nc, b, testBackend(t, ctx, testConn(t, srv), Config{InboxShards: shards})
+}
+
 // fenceKeyReads returns a tenure of tn (acquired and released) through a backend, which
 // returns the reads of fence keys made on nc's server since the last.
 func fenceKeyReads(t *testing.T, ctx context.Context, nc *nats.Conn, tn tenant.ID) func(*broker.Backend) []string {
@@ -214,10 +222,7 @@ func TestATenantsFirstAcquisitionReadsNoFenceKey(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := testServer(t)
-	nc := testConn(t, srv)
-	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2})
-	other := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 2}) // remembers no fence key
+	nc, b, other := twoHolders(t, ctx, 2)
 	tenure := fenceKeyReads(t, ctx, nc, mustTenant("p", "u"))
 	if got := tenure(b); len(got) != 0 {
 		t.Fatalf("the tenant's first acquisition read its fence keys %d times: %v; want none", len(got), got)
@@ -234,10 +239,7 @@ func TestAFirstAcquisitionOverAnOldFenceRaisesIt(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := testServer(t)
-	nc := testConn(t, srv)
-	b := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
-	other := testBackend(t, ctx, testConn(t, srv), Config{InboxShards: 1})
+	nc, b, other := twoHolders(t, ctx, 1)
 	tn := mustTenant("p", "u")
 	old, err := b.Leases.Acquire(ctx, tn, "a", time.Minute)
 	if err != nil {
