@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -106,18 +105,13 @@ func TestAnAcquisitionAsksNoJetStreamAPI(t *testing.T) {
 }
 
 // apiRequests records the JetStream API requests on nc's server that keep accepts, from now
-// on; the function it returns takes (and forgets) those made so far.
+// on; the function it returns takes (and forgets) those made so far. The requests arrive on a
+// channel, which the connection's reader fills in order, so once a flush of nc returns every
+// request made before it is there (a callback may not have run yet: a test read too few).
 func apiRequests(t *testing.T, nc *nats.Conn, keep func(*nats.Msg) bool) func() []string {
 	t.Helper()
-	var mu sync.Mutex
-	var asked []string
-	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
-		if keep(m) {
-			mu.Lock()
-			asked = append(asked, m.Subject+" "+string(m.Data))
-			mu.Unlock()
-		}
-	})
+	ch := make(chan *nats.Msg, 1<<16)
+	sub, err := nc.ChanSubscribe("$JS.API.>", ch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +123,17 @@ func apiRequests(t *testing.T, nc *nats.Conn, keep func(*nats.Msg) bool) func() 
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		got := asked
-		asked = nil
-		return got
+		var asked []string
+		for {
+			select {
+			case m := <-ch:
+				if keep(m) {
+					asked = append(asked, m.Subject+" "+string(m.Data))
+				}
+			default:
+				return asked
+			}
+		}
 	}
 }
 
